@@ -1,0 +1,29 @@
+## ch3:rdma: CH3 glue (src/), pipe (ringbuf/), zero-copy (zcopy/)
+
+if BUILD_CH3_RDMA
+
+rdma_dir = src/mpid/ch3/channels/rdma
+
+AM_CPPFLAGS += -I$(top_srcdir)/$(rdma_dir)/include -I$(top_srcdir)/$(rdma_dir)/src \
+    -I$(top_srcdir)/$(rdma_dir)/ringbuf
+
+noinst_HEADERS += \
+    $(rdma_dir)/include/mpidi_ch3_pre.h  \
+    $(rdma_dir)/include/mpidi_ch3_impl.h \
+    $(rdma_dir)/include/mpidi_ch3_post.h \
+    $(rdma_dir)/src/rdma_xport.h \
+    $(rdma_dir)/ringbuf/rb_pipe.h
+
+mpi_core_sources += \
+    $(rdma_dir)/src/ch3_init.c \
+    $(rdma_dir)/src/ch3_send.c \
+    $(rdma_dir)/src/ch3_progress.c \
+    $(rdma_dir)/src/rdma_channel.c \
+    $(rdma_dir)/src/rdma_xport_shm.c \
+    $(rdma_dir)/src/rdma_xport_verbs.c \
+    $(rdma_dir)/ringbuf/rb_pipe.c
+
+endif BUILD_CH3_RDMA
+
+# unconditional: the error catalogue is built from every errnames.txt
+errnames_txt_files += src/mpid/ch3/channels/rdma/errnames.txt

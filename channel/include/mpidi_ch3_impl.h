@@ -1,0 +1,39 @@
+/*
+ * ch3:rdma -- channel internals shared by the ch3_*.c files.
+ *
+ * Layers: CH3 glue (ch3_init.c, ch3_send.c, ch3_progress.c) calls only the
+ * five-function RDMA channel interface below (rdma_channel.c), which maps
+ * each VC to a transport connection and its rb_pipe.
+ */
+#ifndef MPIDI_CH3_IMPL_H_INCLUDED
+#define MPIDI_CH3_IMPL_H_INCLUDED
+
+#include "mpidimpl.h"
+
+/* The five-function RDMA channel interface (seed 003, P3 sec. 2.2). */
+int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
+int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);
+int MPIDI_CH3I_RDMA_finalize(void);
+int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
+int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
+
+/* Connection management under the interface (rdma_channel.c). */
+int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);
+int MPIDI_CH3I_RDMA_poll_transports(void);
+int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc);
+extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
+extern int MPIDI_CH3I_poll_spins;      /* idle polls before yielding */
+
+/* Send side (ch3_send.c) and receive side (ch3_progress.c). */
+int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed);
+int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed);
+int MPIDI_CH3I_Progress_init(void);
+int MPIDI_CH3I_Progress_finalize(void);
+
+/* Shared-memory windows are not implemented by this channel. */
+#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_INIT(win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_DESTROY(win_ptr)
+
+#endif /* MPIDI_CH3_IMPL_H_INCLUDED */

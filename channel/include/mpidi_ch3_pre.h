@@ -1,0 +1,41 @@
+/*
+ * ch3:rdma -- channel types CH3 embeds in its own structures.
+ */
+#ifndef MPIDI_CH3_PRE_H_INCLUDED
+#define MPIDI_CH3_PRE_H_INCLUDED
+
+#include "rdma_xport.h"
+
+/* Spawn and ports need a connect-to-root path the channel does not have. */
+#define MPIDI_CH3_HAS_NO_DYNAMIC_PROCESS
+#undef MPID_USE_SEQUENCE_NUMBERS
+
+typedef struct {
+    int dummy;
+} MPIDI_CH3I_CH_comm_t;
+
+/* Per-VC channel state.  All fields are protected by the global critical
+ * section that every CH3 entry point holds. */
+typedef struct MPIDI_CH3I_VC {
+    struct MPIR_Request *sendq_head;    /* requests waiting for pipe space */
+    struct MPIR_Request *sendq_tail;
+    struct MPIR_Request *recv_active;   /* request whose data is arriving */
+    void *pkt;                  /* header being assembled (MPIDI_CH3_Pkt_t) */
+    size_t pkt_off;             /* bytes of *pkt already read */
+    rdma_conn_t conn;           /* transport connection and its pipe */
+    struct MPIDI_VC *next_ready;        /* list of READY VCs polled by progress */
+    int on_ready_list;
+    int terminating;            /* 1: close protocol done, 2: torn down */
+} MPIDI_CH3I_VC;
+
+#define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
+
+typedef struct MPIDI_CH3I_Progress_state {
+    int completion_count;
+} MPIDI_CH3I_Progress_state;
+
+#define MPIDI_CH3_PROGRESS_STATE_DECL MPIDI_CH3I_Progress_state ch;
+
+extern volatile unsigned int MPIDI_CH3I_progress_completion_count;
+
+#endif /* MPIDI_CH3_PRE_H_INCLUDED */

@@ -1,0 +1,124 @@
+/*
+ * ch3_init.c -- CH3 lifecycle and VC/PG hooks of ch3:rdma.
+ */
+#include "mpidi_ch3_impl.h"
+
+int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t * pg_p, int pg_rank)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPIR_ERR_CHKANDJUMP(has_parent, mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
+    mpi_errno = MPIDI_CH3I_Progress_init();
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_CH3I_RDMA_init(pg_p, pg_rank);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_CH3_Finalize(void)
+{
+    int mpi_errno = MPIDI_CH3I_RDMA_finalize();
+
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_CH3I_Progress_finalize();
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_CH3_InitCompleted(void)
+{
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3_PortFnsInit(MPIDI_PortFns * portFns)
+{
+    MPL_UNREFERENCED_ARG(portFns);
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPL_UNREFERENCED_ARG(port_name);
+    MPL_UNREFERENCED_ARG(new_vc);
+    MPIR_ERR_SET(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
+    return mpi_errno;
+}
+
+int MPIDI_CH3_Get_business_card(int myRank, char *value, int length)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPL_UNREFERENCED_ARG(myRank);
+    MPL_UNREFERENCED_ARG(value);
+    MPL_UNREFERENCED_ARG(length);
+    MPIR_ERR_SET(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
+    return mpi_errno;
+}
+
+int MPIDI_CH3_PG_Init(MPIDI_PG_t * pg)
+{
+    MPL_UNREFERENCED_ARG(pg);
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3_PG_Destroy(MPIDI_PG_t * pg)
+{
+    MPL_UNREFERENCED_ARG(pg);
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    memset(&vc->ch, 0, sizeof(vc->ch));
+    vc->ch.pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
+    MPIR_ERR_CHKANDJUMP(vc->ch.pkt == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    vc->ch.conn.state = RDMA_CONN_IDLE;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_CH3_VC_Destroy(MPIDI_VC_t * vc)
+{
+    MPL_free(vc->ch.pkt);
+    vc->ch.pkt = NULL;
+    return MPI_SUCCESS;
+}
+
+#ifdef MPL_USE_DBG_LOGGING
+const char *MPIDI_CH3_VC_GetStateString(MPIDI_VC_t * vc)
+{
+    static const char *names[] = { "idle", "connecting", "ready", "closed", "failed" };
+    return names[vc->ch.conn.state];
+}
+#endif
+
+int MPIDI_CH3_Win_fns_init(MPIDI_CH3U_Win_fns_t * win_fns)
+{
+    MPL_UNREFERENCED_ARG(win_fns);
+    return MPI_SUCCESS;
+}
+
+int MPIDI_CH3_Win_hooks_init(MPIDI_CH3U_Win_hooks_t * win_hooks)
+{
+    MPL_UNREFERENCED_ARG(win_hooks);
+    return MPI_SUCCESS;
+}
+
+/* The pipe is a FIFO per VC: active-message flushes are ordered. */
+int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_orderings)
+{
+    win_pkt_orderings->am_flush_ordered = 1;
+    return MPI_SUCCESS;
+}

@@ -1,0 +1,236 @@
+/*
+ * ch3_progress.c -- the progress engine: polls the transports, then every
+ * READY VC's pipe (read_datav) and send queue (put_datav).
+ *
+ * Receive state machine per VC (the paper's get side): read a whole
+ * MPIDI_CH3_Pkt_t into vc->ch.pkt, hand it to CH3's packet handler; if the
+ * handler returns a request, read its data iov, then call its OnDataAvail
+ * (which may load more iov entries) until it completes.
+ *
+ * Blocking waits poll MPIDI_CH3I_poll_spins times, then yield the CPU and
+ * finally sleep briefly between polls, releasing the global critical
+ * section meanwhile, so oversubscribed runs and threads waiting on each
+ * other make progress and an idle wait does not burn a core.
+ */
+#include "mpidi_ch3_impl.h"
+#include <sched.h>
+#include <time.h>
+
+volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
+#ifdef MPICH_IS_THREADED
+volatile int MPIDI_CH3I_progress_blocked = FALSE;
+volatile int MPIDI_CH3I_progress_wakeup_signalled = FALSE;
+#endif
+
+static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_CH3 + 1];
+
+int MPIDI_CH3I_Progress_init(void)
+{
+    return MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_CH3 + 1);
+}
+
+int MPIDI_CH3I_Progress_finalize(void)
+{
+    return MPI_SUCCESS;
+}
+
+#ifdef MPICH_IS_THREADED
+/* Waiters poll with bounded sleeps (see top): nothing to wake. */
+void MPIDI_CH3I_Progress_wakeup(void)
+{
+}
+#endif
+
+/* Hand the assembled header to CH3; *rreq is set if data follows. */
+static int recv_header(MPIDI_VC_t * vc, MPIR_Request ** rreq)
+{
+    int mpi_errno = MPI_SUCCESS;
+    MPIDI_CH3_Pkt_t *pkt = vc->ch.pkt;
+    intptr_t buflen = 0;
+
+    MPIR_ERR_CHKANDJUMP2(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_CH3, mpi_errno,
+                         MPI_ERR_INTERN, "**ch3|rdma|badpkt", "**ch3|rdma|badpkt %d %d",
+                         (int) pkt->type, vc->pg_rank);
+    *rreq = NULL;
+    mpi_errno = pktArray[pkt->type] (vc, pkt, NULL, &buflen, rreq);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (*rreq)
+        (*rreq)->dev.iov_offset = 0;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Read into the request's iov (or discard when CH3 drops the data);
+ * *filled is TRUE once the whole iov is read. */
+static int recv_data(MPIDI_VC_t * vc, MPIR_Request * rreq, size_t *nb, int *filled)
+{
+    static char scratch[16384];
+    struct iovec *iov = &rreq->dev.iov[rreq->dev.iov_offset];
+    struct iovec sink = { scratch, MPL_MIN(sizeof(scratch), iov->iov_len) };
+    size_t got;
+    int mpi_errno;
+
+    mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, rreq->dev.drop_data ? &sink : iov,
+                                          rreq->dev.drop_data ? 1 :
+                                          rreq->dev.iov_count - rreq->dev.iov_offset, &got);
+    *nb = got;
+    while (got > 0 && got >= iov->iov_len) {
+        got -= iov->iov_len;
+        iov++;
+        rreq->dev.iov_offset++;
+    }
+    if (got > 0) {
+        iov->iov_base = (char *) iov->iov_base + got;
+        iov->iov_len -= got;
+    }
+    *filled = rreq->dev.iov_offset == rreq->dev.iov_count;
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed)
+{
+    int mpi_errno = MPI_SUCCESS, filled, complete;
+    MPIR_Request *rreq;
+    size_t nb;
+
+    for (;;) {
+        if (vc->ch.recv_active == NULL) {
+            struct iovec hdr = { (char *) vc->ch.pkt + vc->ch.pkt_off,
+                sizeof(MPIDI_CH3_Pkt_t) - vc->ch.pkt_off
+            };
+            mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, &hdr, 1, &nb);
+            MPIR_ERR_CHECK(mpi_errno);
+            if (nb == 0)
+                break;
+            *progressed = TRUE;
+            vc->ch.pkt_off += nb;
+            if (vc->ch.pkt_off < sizeof(MPIDI_CH3_Pkt_t))
+                break;
+            vc->ch.pkt_off = 0;
+            mpi_errno = recv_header(vc, &rreq);
+            MPIR_ERR_CHECK(mpi_errno);
+            if (vc->ch.terminating)
+                break;          /* that was the last packet (close protocol) */
+            if (rreq == NULL)
+                continue;       /* header-only message */
+            vc->ch.recv_active = rreq;
+        }
+        rreq = vc->ch.recv_active;
+        mpi_errno = recv_data(vc, rreq, &nb, &filled);
+        MPIR_ERR_CHECK(mpi_errno);
+        *progressed |= nb > 0;
+        if (!filled)
+            break;
+        if (rreq->dev.OnDataAvail == NULL) {
+            complete = TRUE;
+            mpi_errno = MPID_Request_complete(rreq);
+        } else {
+            mpi_errno = rreq->dev.OnDataAvail(vc, rreq, &complete);
+        }
+        MPIR_ERR_CHECK(mpi_errno);
+        if (complete)
+            vc->ch.recv_active = NULL;
+        else
+            rreq->dev.iov_offset = 0;
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Finish a terminated VC once its send queue (e.g. the close ack) is in
+ * the pipe: stop polling it and tell CH3. */
+static int terminate_if_drained(MPIDI_VC_t * vc)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    if (vc->ch.terminating != 1 || vc->ch.sendq_head != NULL)
+        return MPI_SUCCESS;
+    vc->ch.terminating = 2;
+    mpi_errno = MPIDI_CH3I_RDMA_close(vc);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = MPIDI_CH3U_Handle_connection(vc, MPIDI_VC_EVENT_TERMINATED);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* One pass over everything that can move. */
+static int progress_poll(int *progressed)
+{
+    int mpi_errno, made = FALSE;
+    MPIDI_VC_t *vc, *next;
+
+    mpi_errno = MPIR_Progress_hook_exec_all(&made);
+    MPIR_ERR_CHECK(mpi_errno);
+    *progressed = made;
+    mpi_errno = MPIDI_CH3I_RDMA_poll_transports();
+    MPIR_ERR_CHECK(mpi_errno);
+    for (vc = MPIDI_CH3I_ready_vcs; vc; vc = next) {
+        next = vc->ch.next_ready;       /* vc may leave the list on close */
+        mpi_errno = MPIDI_CH3I_Recv_progress(vc, progressed);
+        MPIR_ERR_CHECK(mpi_errno);
+        mpi_errno = MPIDI_CH3I_Send_progress(vc, progressed);
+        MPIR_ERR_CHECK(mpi_errno);
+        mpi_errno = terminate_if_drained(vc);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Idle for `idle` consecutive empty polls: spin, then yield, then sleep
+ * (50 us, growing to 500 us), outside the global critical section. */
+static void progress_backoff(unsigned long idle)
+{
+    unsigned long over;
+    struct timespec ts = { 0, 0 };
+
+    if (idle < (unsigned long) MPIDI_CH3I_poll_spins)
+        return;
+    over = idle - MPIDI_CH3I_poll_spins;
+    MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+    if (over < 1000) {
+        sched_yield();
+    } else {
+        ts.tv_nsec = over < 3000 ? 50000 : 500000;
+        nanosleep(&ts, NULL);
+    }
+    MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+}
+
+int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state * state)
+{
+    int mpi_errno = MPI_SUCCESS, progressed;
+    unsigned long idle = 0;
+
+    if (!blocking)
+        return progress_poll(&progressed);
+
+    do {
+        mpi_errno = progress_poll(&progressed);
+        MPIR_ERR_CHECK(mpi_errno);
+        idle = progressed ? 0 : idle + 1;
+        progress_backoff(idle);
+    } while (state->ch.completion_count == MPIDI_CH3I_progress_completion_count);
+    state->ch.completion_count = MPIDI_CH3I_progress_completion_count;
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* CH3's close protocol is done for vc; finish when its queue drains. */
+int MPIDI_CH3_Connection_terminate(MPIDI_VC_t * vc)
+{
+    vc->ch.terminating = 1;
+    return terminate_if_drained(vc);
+}

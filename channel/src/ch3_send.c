@@ -1,0 +1,189 @@
+/*
+ * ch3_send.c -- CH3's send entry points over put_datav.
+ *
+ * Every message is an iov whose first entry is a full MPIDI_CH3_Pkt_t (the
+ * pipe is a byte stream; the receiver reads fixed-size headers).  If the
+ * VC's send queue is empty the iov goes straight into the pipe; what the
+ * pipe does not take is kept in a request (header copied into
+ * dev.pending_pkt, since callers pass it on their stack) and queued.
+ * Queued requests drain in MPIDI_CH3I_Send_progress, in FIFO order.
+ *
+ * Request references: a request created here starts at 2 (the caller's and
+ * the completion's); the send queue holds one more while it is queued.
+ */
+#include "mpidi_ch3_impl.h"
+
+static void sendq_enqueue(MPIDI_CH3I_VC * vcch, MPIR_Request * req)
+{
+    MPIR_Request_add_ref(req);
+    req->next = NULL;
+    if (vcch->sendq_tail)
+        vcch->sendq_tail->next = req;
+    else
+        vcch->sendq_head = req;
+    vcch->sendq_tail = req;
+}
+
+static void sendq_dequeue(MPIDI_CH3I_VC * vcch)
+{
+    MPIR_Request *req = vcch->sendq_head;
+
+    vcch->sendq_head = req->next;
+    if (vcch->sendq_head == NULL)
+        vcch->sendq_tail = NULL;
+    MPIR_Request_free(req);
+}
+
+/* Drop nb sent bytes from the front of iov[0..*n); compacts in place. */
+static void iov_advance(struct iovec *iov, int *n, size_t nb)
+{
+    int i = 0, j;
+
+    while (i < *n && nb >= iov[i].iov_len)
+        nb -= iov[i++].iov_len;
+    for (j = 0; i + j < *n; j++)
+        iov[j] = iov[i + j];
+    *n = j;
+    if (j > 0) {
+        iov[0].iov_base = (char *) iov[0].iov_base + nb;
+        iov[0].iov_len -= nb;
+    }
+}
+
+/* Store the unsent rest of iov (nb bytes already sent) in sreq. */
+static void req_save_iov(MPIR_Request * sreq, const struct iovec *iov, int n, size_t nb)
+{
+    struct iovec tmp[MPL_IOV_LIMIT];
+    int i;
+
+    MPIR_Assert(n <= MPL_IOV_LIMIT);
+    for (i = 0; i < n; i++)
+        tmp[i] = iov[i];
+    if (nb < tmp[0].iov_len && tmp[0].iov_base != (void *) &sreq->dev.pending_pkt) {
+        /* the header is not fully sent: it may live on the caller's stack */
+        MPIR_Assert(tmp[0].iov_len == sizeof(MPIDI_CH3_Pkt_t));
+        sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) tmp[0].iov_base;
+        tmp[0].iov_base = (void *) &sreq->dev.pending_pkt;
+    }
+    iov_advance(tmp, &n, nb);
+    for (i = 0; i < n; i++)
+        sreq->dev.iov[i] = tmp[i];
+    sreq->dev.iov_count = n;
+    sreq->dev.iov_offset = 0;
+}
+
+/* All of sreq's current iov is in the pipe: run its completion action.
+ * *complete is FALSE when OnDataAvail loaded more data into the iov. */
+static int req_sent(MPIDI_VC_t * vc, MPIR_Request * sreq, int *complete)
+{
+    int (*fn) (MPIDI_VC_t *, MPIR_Request *, int *) = sreq->dev.OnDataAvail;
+
+    if (fn == NULL) {
+        *complete = TRUE;
+        return MPID_Request_complete(sreq);
+    }
+    return fn(vc, sreq, complete);
+}
+
+/* Send iov[0..n) on vc for sreq (NULL: iStartMsg, create one only if
+ * needed).  *sreq_out is the request left queued, or NULL. */
+static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n,
+                     MPIR_Request ** sreq_out)
+{
+    int mpi_errno = MPI_SUCCESS, complete;
+    size_t nb = 0, total = 0;
+    int i;
+
+    iov[0].iov_len = sizeof(MPIDI_CH3_Pkt_t);
+    for (i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    *sreq_out = NULL;
+
+    while (vc->ch.sendq_head == NULL) {
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, iov, n, &nb);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (nb < total)
+            break;
+        if (sreq == NULL)
+            goto fn_exit;
+        mpi_errno = req_sent(vc, sreq, &complete);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (complete)
+            goto fn_exit;
+        /* OnDataAvail reloaded sreq->dev.iov with the next piece */
+        iov = sreq->dev.iov;
+        n = sreq->dev.iov_count;
+        for (i = 0, total = 0; i < n; i++)
+            total += iov[i].iov_len;
+        nb = 0;
+    }
+
+    if (sreq == NULL) {
+        sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
+        MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_Object_set_ref(sreq, 2);
+        sreq->dev.OnDataAvail = NULL;
+        *sreq_out = sreq;
+    }
+    req_save_iov(sreq, iov, n, nb);
+    sendq_enqueue(&vc->ch, sreq);
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Request ** sreq_ptr)
+{
+    struct iovec iov = { pkt, (size_t) pkt_sz };
+
+    return rdma_send(vc, NULL, &iov, 1, sreq_ptr);
+}
+
+int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
+{
+    return rdma_send(vc, NULL, iov, n_iov, sreq_ptr);
+}
+
+int MPIDI_CH3_iSend(MPIDI_VC_t * vc, MPIR_Request * sreq, void *pkt, intptr_t pkt_sz)
+{
+    struct iovec iov = { pkt, (size_t) pkt_sz };
+    MPIR_Request *queued;
+
+    return rdma_send(vc, sreq, &iov, 1, &queued);
+}
+
+int MPIDI_CH3_iSendv(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n_iov)
+{
+    MPIR_Request *queued;
+
+    return rdma_send(vc, sreq, iov, n_iov, &queued);
+}
+
+/* Drain vc's send queue as far as the pipe allows. */
+int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
+{
+    int mpi_errno = MPI_SUCCESS, complete;
+    MPIR_Request *sreq;
+    size_t nb;
+
+    while ((sreq = vc->ch.sendq_head) != NULL) {
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (nb == 0)
+            break;
+        *progressed = TRUE;
+        iov_advance(sreq->dev.iov, &sreq->dev.iov_count, nb);
+        if (sreq->dev.iov_count > 0)
+            break;
+        mpi_errno = req_sent(vc, sreq, &complete);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (complete)
+            sendq_dequeue(&vc->ch);
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}

@@ -1,0 +1,383 @@
+/*
+ * rdma_xport_shm: the shared-memory transport (rdma_xport.h).
+ *
+ * Each process owns one receive region, a memfd mapped shared:
+ *
+ *   header page | ctl[size] (64 B each, page rounded) | ring[size]
+ *
+ * Slot s (ctl[s], ring[s]) carries the pipe s -> owner.  Sender s writes
+ * its frames straight into ring[s] (its stage IS that ring, so the pipe's
+ * release store of the head flag publishes a frame and ops->write has
+ * nothing to do).  ctl[s] holds three words, each stored by one side only:
+ *   head      stored by s (basic mode), read by the owner (rx.head_word)
+ *   tail      stored by the owner (credits), read by s (tx.tail_word)
+ *   attached  stored by s once its end of the connection is set up
+ * The control blocks sit together so that scanning them touches few pages
+ * and the region stays sparse: only rings of connected peers are touched.
+ *
+ * Connecting to q (connect(), or progress() accepting q): map q's region
+ * through /proc/<pid>/fd/<fd> from q's card, initialise the pipe, set
+ * q.ctl[me].attached and bump q's doorbell (release).  q's progress() sees
+ * its doorbell move, finds ctl[me] attached and readies its own end the
+ * same way.  Connecting once more after close() is not supported: the rings
+ * of that slot are no longer zero.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memfd_create */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "rdma_xport.h"
+
+#define SHM_MAGIC 0x6d68732d616d6472ULL /* "rdma-shm" */
+#define SHM_VERSION 1
+#define SHM_PAGE 4096
+#define SHM_JOB_LEN 64
+
+typedef struct shm_hdr {
+    uint64_t magic, version, ring_size, nslots, rank;
+    uint64_t doorbell;          /* bumped by every peer that attaches */
+    char job[SHM_JOB_LEN];
+} shm_hdr_t;
+
+typedef struct shm_ctl {
+    uint64_t head, tail, attached;
+} __attribute__((aligned(64))) shm_ctl_t;
+
+typedef struct shm_peer {
+    rdma_conn_t *conn;          /* READY connection, or NULL */
+    int used;                   /* was connected once: never again */
+    uint8_t *map;               /* the peer's region */
+    size_t maplen;
+    shm_ctl_t *rx_ctl;          /* ctl[peer] in my region */
+    shm_ctl_t *tx_ctl;          /* ctl[me] in the peer's region */
+} shm_peer_t;
+
+struct rdma_xport {
+    rdma_xport_params_t prm;
+    int fd;                     /* my memfd, open until finalize */
+    uint8_t *map;
+    size_t maplen;
+    uint64_t doorbell;          /* last value seen */
+    shm_peer_t *peer;           /* [size] */
+    char err[256];
+};
+
+static size_t rdma_shm_ctl_bytes(size_t nslots)
+{
+    return (nslots * sizeof(shm_ctl_t) + SHM_PAGE - 1) & ~(size_t) (SHM_PAGE - 1);
+}
+
+static size_t rdma_shm_region_len(size_t ring, size_t nslots)
+{
+    return SHM_PAGE + rdma_shm_ctl_bytes(nslots) + nslots * ring;
+}
+
+static shm_ctl_t *rdma_shm_ctl(uint8_t * map, int slot)
+{
+    return (shm_ctl_t *) (map + SHM_PAGE) + slot;
+}
+
+static uint8_t *rdma_shm_ring(uint8_t * map, size_t ring, size_t nslots, int slot)
+{
+    return map + SHM_PAGE + rdma_shm_ctl_bytes(nslots) + (size_t) slot * ring;
+}
+
+/* Write a one-line diagnosis into buf; returns code. */
+static int rdma_shm_say(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+#define SHM_FAIL(xp, code, ...) rdma_shm_say((xp)->err, sizeof((xp)->err), code, __VA_ARGS__)
+
+/* ---- pipe operations: the ring is already written ---- */
+
+static int rdma_shm_write(void *ctx, size_t off, size_t len)
+{
+    (void) ctx, (void) off, (void) len;
+    return 0;
+}
+
+/* release: the pipe's chunk-word clears come before the sender reuses them */
+static int rdma_shm_credit(void *ctx, uint64_t tail)
+{
+    __atomic_store_n(&((shm_peer_t *) ctx)->rx_ctl->tail, tail, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* release: the frame is in the ring before the head says so */
+static int rdma_shm_head(void *ctx, uint64_t head)
+{
+    __atomic_store_n(&((shm_peer_t *) ctx)->tx_ctl->head, head, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static const rb_xport_ops_t rdma_shm_pipe_ops = {
+    rdma_shm_write, rdma_shm_credit, rdma_shm_head
+};
+
+/* ---- lifecycle ---- */
+
+static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
+                         char *card, size_t cardlen, char *err, size_t errlen)
+{
+    rdma_xport_t *xp;
+    shm_hdr_t *h;
+    const char *what;
+    char name[SHM_JOB_LEN + 32];
+    int rc = RDMA_XPORT_ENOMEM;
+
+    if (rb_config_check(&prm->ring, &what))
+        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: bad ring configuration: %s",
+                            what);
+    if (prm->size <= 0 || prm->rank < 0 || prm->rank >= prm->size)
+        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: rank %d outside job of size %d",
+                            prm->rank, prm->size);
+    xp = calloc(1, sizeof(*xp));
+    if (!xp)
+        return rdma_shm_say(err, errlen, rc, "shm: out of memory");
+    xp->prm = *prm;
+    xp->peer = calloc(prm->size, sizeof(*xp->peer));
+    if (!xp->peer) {
+        rdma_shm_say(err, errlen, rc, "shm: out of memory for %d peers", prm->size);
+        goto fail_xp;
+    }
+    xp->maplen = rdma_shm_region_len(prm->ring.ring_size, prm->size);
+    snprintf(name, sizeof(name), "ch3-rdma.%s.%d", prm->job ? prm->job : "", prm->rank);
+    xp->fd = memfd_create(name, MFD_CLOEXEC);
+    if (xp->fd < 0) {
+        rc = rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: memfd_create: %s",
+                          strerror(errno));
+        goto fail_peer;
+    }
+    if (ftruncate(xp->fd, xp->maplen)) {
+        rdma_shm_say(err, errlen, rc, "shm: cannot size the %zu-byte region: %s",
+                     xp->maplen, strerror(errno));
+        goto fail_fd;
+    }
+    xp->map = mmap(NULL, xp->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, xp->fd, 0);
+    if (xp->map == MAP_FAILED) {
+        rdma_shm_say(err, errlen, rc, "shm: cannot map the %zu-byte region: %s",
+                     xp->maplen, strerror(errno));
+        goto fail_fd;
+    }
+    h = (shm_hdr_t *) xp->map;
+    h->version = SHM_VERSION;
+    h->ring_size = prm->ring.ring_size;
+    h->nslots = prm->size;
+    h->rank = prm->rank;
+    snprintf(h->job, sizeof(h->job), "%s", prm->job ? prm->job : "");
+    h->magic = SHM_MAGIC;
+    if ((size_t) snprintf(card, cardlen, "%d.%d.%zu", (int) getpid(), xp->fd, xp->maplen)
+        >= cardlen) {
+        rc = rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: card buffer of %zu bytes too small",
+                          cardlen);
+        goto fail_map;
+    }
+    *xpp = xp;
+    return RDMA_XPORT_OK;
+  fail_map:
+    munmap(xp->map, xp->maplen);
+  fail_fd:
+    close(xp->fd);
+  fail_peer:
+    free(xp->peer);
+  fail_xp:
+    free(xp);
+    return rc;
+}
+
+/* What makes the region at map unusable for us as rank q's, or NULL. */
+static const char *rdma_shm_check(const rdma_xport_t * xp, const uint8_t * map, int q)
+{
+    const shm_hdr_t *h = (const shm_hdr_t *) map, *mine = (const shm_hdr_t *) xp->map;
+
+    return h->magic != SHM_MAGIC ? "magic"
+        : h->version != SHM_VERSION ? "version"
+        : h->ring_size != mine->ring_size ? "ring_size"
+        : h->nslots != mine->nslots ? "job size"
+        : h->rank != (uint64_t) q ? "rank"
+        : strncmp(h->job, mine->job, SHM_JOB_LEN) ? "job id" : NULL;
+}
+
+/* Map rank q's region as its card describes it. */
+static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
+{
+    char card[128], path[64];
+    int pid, fd, n = 0, e;
+    size_t len;
+    struct stat st;
+    uint8_t *map;
+    const char *bad;
+
+    if (xp->prm.card_of(xp->prm.arg, q, card, sizeof(card)))
+        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: no business card for rank %d", q);
+    if (sscanf(card, "%d.%d.%zu%n", &pid, &fd, &len, &n) != 3 || card[n] || len != xp->maplen)
+        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: card \"%s\" of rank %d is not ours "
+                        "(region of %zu bytes expected)", card, q, xp->maplen);
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        e = errno;
+        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: cannot open %s of rank %d: %s%s", path, q,
+                        strerror(e), e == EACCES || e == EPERM
+                        ? " (ptrace scope / different user?)"
+                        : e == ENOENT ? " (peer exited, or on another host?)" : "");
+    }
+    if (fstat(fd, &st) || (size_t) st.st_size != len) {
+        close(fd);
+        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: %s of rank %d is not a %zu-byte region",
+                        path, q, len);
+    }
+    map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return SHM_FAIL(xp, RDMA_XPORT_ENOMEM, "shm: cannot map %zu bytes of rank %d: %s", len,
+                        q, strerror(e));
+    bad = rdma_shm_check(xp, map, q);
+    if (bad) {
+        munmap(map, len);
+        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: region of rank %d does not match ours (%s)",
+                        q, bad);
+    }
+    pe->map = map;
+    pe->maplen = len;
+    return RDMA_XPORT_OK;
+}
+
+/* Set up our end of the connection to c->peer and tell the peer: the one
+ * path for connect() and for peers found by progress(). */
+static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    int me = xp->prm.rank, q = c->peer, rc;
+    size_t ring = xp->prm.ring.ring_size, n = xp->prm.size;
+    shm_peer_t *pe = &xp->peer[q];
+
+    c->ops = &rdma_xport_shm;
+    c->xport = xp;
+    rc = rdma_shm_map(xp, q, pe);
+    if (rc)
+        goto fail;
+    pe->rx_ctl = rdma_shm_ctl(xp->map, q);
+    pe->tx_ctl = rdma_shm_ctl(pe->map, me);
+    if (rb_pipe_init(&c->pipe, &xp->prm.ring, &rdma_shm_pipe_ops, pe,
+                     rdma_shm_ring(pe->map, ring, n, me), &pe->tx_ctl->tail,
+                     rdma_shm_ring(xp->map, ring, n, q), &pe->rx_ctl->head)) {
+        munmap(pe->map, pe->maplen);
+        pe->map = NULL;
+        rc = SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: cannot set up the pipe to rank %d", q);
+        goto fail;
+    }
+    /* release: our end is set up before the peer may see it */
+    __atomic_store_n(&pe->tx_ctl->attached, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
+    pe->conn = c;
+    pe->used = 1;
+    c->priv = pe;
+    c->state = RDMA_CONN_READY;
+    if (xp->prm.conn_ready)
+        xp->prm.conn_ready(xp->prm.arg, c);
+    return RDMA_XPORT_OK;
+  fail:
+    c->state = RDMA_CONN_FAILED;
+    return rc;
+}
+
+static int rdma_shm_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    if (c->peer < 0 || c->peer >= xp->prm.size)
+        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: no rank %d in a job of size %d", c->peer,
+                        xp->prm.size);
+    if (xp->peer[c->peer].conn == c)
+        return RDMA_XPORT_OK;
+    if (xp->peer[c->peer].used)
+        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: rank %d was connected already (reconnecting "
+                        "is not supported)", c->peer);
+    return rdma_shm_attach(xp, c);
+}
+
+/* Ready the peers that attached to us since the doorbell last moved. */
+static int rdma_shm_progress(rdma_xport_t * xp)
+{
+    uint64_t bell = __atomic_load_n(&((shm_hdr_t *) xp->map)->doorbell, __ATOMIC_ACQUIRE);
+    int r, rc = RDMA_XPORT_OK;
+
+    if (bell == xp->doorbell)
+        return RDMA_XPORT_OK;
+    xp->doorbell = bell;
+    for (r = 0; r < xp->prm.size; r++) {
+        rdma_conn_t *c;
+
+        if (xp->peer[r].used
+            || !__atomic_load_n(&rdma_shm_ctl(xp->map, r)->attached, __ATOMIC_ACQUIRE))
+            continue;
+        c = xp->prm.conn_of ? xp->prm.conn_of(xp->prm.arg, r) : NULL;
+        if (!c || (c->state != RDMA_CONN_IDLE && c->state != RDMA_CONN_CONNECTING))
+            continue;
+        c->peer = r;
+        if (rdma_shm_attach(xp, c) && rc == RDMA_XPORT_OK)
+            rc = RDMA_XPORT_EPEER;
+    }
+    return rc;
+}
+
+static void rdma_shm_unmap(shm_peer_t * pe)
+{
+    if (pe->map)
+        munmap(pe->map, pe->maplen);
+    pe->map = NULL;
+    pe->conn = NULL;
+}
+
+static int rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    if (c->peer < 0 || c->peer >= xp->prm.size || xp->peer[c->peer].conn != c)
+        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: close of rank %d, which is not connected",
+                        c->peer);
+    rdma_shm_unmap(&xp->peer[c->peer]);
+    c->priv = NULL;
+    c->state = RDMA_CONN_CLOSED;
+    return RDMA_XPORT_OK;
+}
+
+static int rdma_shm_finalize(rdma_xport_t * xp)
+{
+    int r;
+
+    for (r = 0; r < xp->prm.size; r++)
+        rdma_shm_unmap(&xp->peer[r]);
+    munmap(xp->map, xp->maplen);
+    close(xp->fd);
+    free(xp->peer);
+    free(xp);
+    return RDMA_XPORT_OK;
+}
+
+static const char *rdma_shm_error(const rdma_xport_t * xp)
+{
+    return xp ? xp->err : "shm: no transport";
+}
+
+const rdma_xport_ops_t rdma_xport_shm = {
+    .name = "shm",
+    .open = rdma_shm_open,
+    .connect = rdma_shm_connect,
+    .progress = rdma_shm_progress,
+    .close = rdma_shm_close,
+    .finalize = rdma_shm_finalize,
+    .error = rdma_shm_error,
+};

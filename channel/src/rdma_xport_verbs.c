@@ -1,0 +1,1264 @@
+/*
+ * rdma_xport_verbs: the verbs transport of ch3:rdma (libibverbs only, no
+ * rdma_cm, no MPICH).
+ *
+ * Objects.  One device context, PD and CQ per process.  The CQ serves every
+ * RC QP and the connection-management (CM) UD QP.  Per connection:
+ *   ring   ring_size bytes; the peer RDMA-writes frames into it
+ *          (LOCAL_WRITE | REMOTE_WRITE, never RELAXED_ORDERING, see below)
+ *   stage  ring_size bytes; the local image of the peer's ring, the source
+ *          of our writes (local access only)
+ *   ctl    one page: head word and tail word that the peer writes, plus the
+ *          registered source words for credit/head writes that are not inline
+ *   qp     RC QP, paired with the peer's through the CM exchange below.
+ *
+ * Connection management (UD, mimics a PMI exchange).  The card is
+ * "<gid hex>.<lid>.<udqpn>.<port>".  connect() creates the connection's
+ * memory and QP (INIT) and sends REQ {rank, qpn, psn, ring and ctl
+ * addr+rkey, max_rd_atomic, in-order capability}.  The responder gets the
+ * object with conn_of(rank) (NULL: the REQ is ignored and the initiator times
+ * out), creates the same if needed, goes RTR+RTS and answers REP.  The
+ * initiator goes RTR+RTS on REP, sends RTU and is READY; the responder is
+ * READY on RTU, or on the first RC completion of the connection (the RTU is
+ * then lost or late: the initiator already writes).
+ *   Simultaneous connects: both sides sent REQ with their existing QP.  The
+ * REQ of the lower rank wins: the lower rank ignores the higher rank's REQ,
+ * the higher rank answers the lower rank's REQ as a responder, with the QP it
+ * already has.  There is exactly one QP per peer, so no duplicates.
+ *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
+ * with exponential backoff; a duplicate REQ is answered with the same REP, a
+ * duplicate REP with the same RTU.  Without an answer for prm->timeout
+ * seconds the connection fails with RDMA_XPORT_EPEER.
+ *
+ * Arrival detection and ordering -- read this before touching the code.
+ *   Flag polling (rb_pipe piggyback/basic with cfg.completion_driven = 0) is
+ * only correct if the responder places one RDMA write in increasing address
+ * order, so that a frame's tail flag is never visible before its payload.
+ * The verbs API does not promise that: data is defined only at completion.
+ * ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, ...) is the one query that
+ * says "the reader may poll for data": we use flag polling only when both
+ * QPs report WHOLE_MSG and neither side set force_completion (the REQ/REP
+ * carry each side's answer; both compute the same mode).  Otherwise the pipe
+ * runs completion-driven: every frame is an RDMA_WRITE_WITH_IMM that consumes
+ * a posted receive, and the CQE of that receive (data visible by definition)
+ * calls rb_pipe_landed().  Credit and head writes are WITH_IMM too in that
+ * mode so that their words are visible at their CQE (and pre-posted receives
+ * are replenished).  The query describes ordering within ONE write only:
+ * nothing here relies on ordering between separate WQEs.  Hence basic mode
+ * (the receiver trusts a head word written by a LATER WQE than the data) is
+ * always completion-driven here.
+ *   The ring is never registered with IBV_ACCESS_RELAXED_ORDERING (which voids
+ * the in-order answer), and the acquire barrier after the tail flag is in
+ * rb_pipe; this file never reads ring memory.
+ *   rdma-core >= 33 has the query; passing flags 0 is documented as equivalent
+ * to RETURN_CAPS + WHOLE_MSG, so we use 0 (Debian 12 ships v44, which knows no
+ * RETURN_CAPS).  Build without the function: HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
+ * = 0 (autoconf AC_CHECK_DECLS) => "unknown" => completion-driven.
+ *
+ * Send queue.  sq_depth >= frames that fit in the ring (x2 in basic mode for
+ * head writes) + RDMA_VERBS_SQ_RESERVE; the last RESERVE slots are kept for
+ * credit/head/keepalive writes so credit updates can always be posted.
+ * Every RDMA_VERBS_SIG_EVERY-th WR is signalled, and every WR once the queue
+ * is nearly full, so a full queue always ends in a signalled WR.  With no
+ * free slot, writes poll the CQ (bounded by prm->timeout).
+ *
+ * Liveness.  A peer that died while we wait for credits leaves nothing in
+ * flight to fail, so progress() rewrites the last credit value (idempotent,
+ * no immediate) on idle READY connections every timeout/4 s; its retry
+ * exhaustion reports the dead peer.
+ *
+ * Stale completions.  wr_id = (generation << 32) | slot: completions of a
+ * closed connection still in the CQ are recognised and dropped.
+ *
+ * Hot paths (write, credit, head, progress) neither allocate nor print.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <infiniband/verbs.h>
+
+#include "rdma_xport.h"
+
+#ifndef HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
+#define HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER 1  /* rdma-core >= 33 */
+#endif
+
+enum {
+    RDMA_VERBS_UD_NRECV = 64,
+    RDMA_VERBS_UD_NSEND = 32,
+    RDMA_VERBS_UD_SLOT = 256,   /* GRH (40) + message */
+    RDMA_VERBS_GRH = 40,
+    RDMA_VERBS_QKEY = 0x43485244,
+    RDMA_VERBS_MAGIC = 0x63683372,
+    RDMA_VERBS_SQ_RESERVE = 8,
+    RDMA_VERBS_RQ_RESERVE = 16,
+    RDMA_VERBS_SIG_EVERY = 16,
+    RDMA_VERBS_POLL_BATCH = 32,
+    RDMA_VERBS_CQ_BASE = 256
+};
+
+/* rdma_verbs_post_write flags */
+enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2 };
+
+enum { RDMA_VERBS_IMM_FRAME = 1, RDMA_VERBS_IMM_CREDIT = 2, RDMA_VERBS_IMM_HEAD = 3 };
+enum { RDMA_VERBS_MSG_REQ = 1, RDMA_VERBS_MSG_REP = 2, RDMA_VERBS_MSG_RTU = 3 };
+
+typedef enum {
+    RDMA_VERBS_CM_NONE = 0,     /* resources, no REQ sent or answered */
+    RDMA_VERBS_CM_REQ_SENT,     /* initiator, waiting for REP */
+    RDMA_VERBS_CM_REP_SENT,     /* responder, waiting for RTU */
+    RDMA_VERBS_CM_READY,
+    RDMA_VERBS_CM_DEAD
+} rdma_verbs_cm_t;
+
+/* CM message; both ends share byte order (homogeneous jobs) */
+typedef struct rdma_verbs_msg {
+    uint32_t magic, job;
+    uint8_t type, in_order, rd_atomic, basic;
+    int32_t src, dst;
+    uint32_t qpn, psn;
+    uint64_t token, echo;       /* sender's / receiver's connection id */
+    uint64_t ring_addr, ctl_addr;
+    uint32_t ring_rkey, ctl_rkey;
+    uint64_t ring_size, chunk_size;
+} rdma_verbs_msg_t;
+
+/* Words the peer writes (head, tail) and our registered write sources */
+typedef struct rdma_verbs_ctl {
+    volatile uint64_t head_word;
+    volatile uint64_t tail_word;
+    uint64_t src_credit;
+    uint64_t src_head;
+} rdma_verbs_ctl_t;
+
+typedef struct rdma_verbs_mem {
+    void *buf;
+    struct ibv_mr *mr;
+} rdma_verbs_mem_t;
+
+typedef struct rdma_verbs_conn {
+    rdma_conn_t *c;
+    rdma_xport_t *xp;
+    uint64_t token;             /* wr_id: generation << 32 | slot */
+    rdma_verbs_cm_t cm;
+    int initiator, rtu_implied;
+    struct ibv_qp *qp;
+    struct ibv_ah *ah;          /* the peer's CM QP */
+    struct ibv_ah_attr path;    /* RC path to the peer */
+    uint32_t peer_udqpn, psn;
+    rdma_verbs_mem_t ring, stage, ctl;
+    rdma_verbs_msg_t remote;    /* the peer's REQ or REP */
+    int completion, in_order_local, max_rd_atomic;
+    uint32_t max_inline;
+    uint32_t sq_depth, sq_free, unsig, rq_depth;
+    int cq_share;               /* CQ entries reserved for this connection */
+    uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal */
+    uint64_t last_credit;
+    double t_retx, t_deadline, backoff;
+} rdma_verbs_conn_t;
+
+struct rdma_xport {
+    rdma_xport_params_t prm;
+    char err[320];
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    int cq_size, cq_need;
+    struct ibv_device_attr dev;
+    struct ibv_port_attr pattr;
+    uint8_t port;
+    int gid_index;
+    union ibv_gid gid;
+    struct ibv_qp *ud;
+    rdma_verbs_mem_t udm;
+    uint32_t ud_send_next, ud_send_free;
+    uint32_t ud_pending[RDMA_VERBS_UD_NRECV], n_pending;
+    rdma_verbs_conn_t **slots;
+    uint32_t *gens, nslots;
+    uint32_t inline_req, job;
+    unsigned short rng[3];      /* PSNs; leaves the application's lrand48 alone */
+    int qp_timeout, in_order_override, n_connecting, new_failures;
+    double t_keepalive;
+};
+
+static int rdma_verbs_cq_poll(rdma_xport_t * xp);
+
+/* ------------------------------------------------------------------ util */
+
+static double rdma_verbs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void rdma_verbs_err_vset(char *buf, size_t len, const char *fmt, va_list ap)
+{
+    vsnprintf(buf, len, fmt, ap);
+}
+
+static void __attribute__((format(printf, 3, 4)))
+rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rdma_verbs_err_vset(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+static uint32_t rdma_verbs_hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; s && *s; s++)
+        h = (h ^ (uint8_t) * s) * 16777619u;
+    return h;
+}
+
+static int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
+{
+    m->buf = NULL;
+    if (posix_memalign(&m->buf, (size_t) sysconf(_SC_PAGESIZE), len)) {
+        m->buf = NULL;
+        return RDMA_XPORT_ENOMEM;
+    }
+    memset(m->buf, 0, len);
+    m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
+    if (!m->mr) {
+        free(m->buf);
+        m->buf = NULL;
+        return RDMA_XPORT_ENOMEM;
+    }
+    return RDMA_XPORT_OK;
+}
+
+static void rdma_verbs_mem_free(rdma_verbs_mem_t * m)
+{
+    if (m->mr)
+        ibv_dereg_mr(m->mr);
+    free(m->buf);
+    m->mr = NULL;
+    m->buf = NULL;
+}
+
+/* -------------------------------------------------------- device and port */
+
+static int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    size_t need = 2 * prm->ring.ring_size + (size_t) sysconf(_SC_PAGESIZE);
+
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return RDMA_XPORT_OK;
+    rdma_verbs_err_set(err, errlen, "ulimit -l is %llu KiB but ch3:rdma needs at least %zu KiB "
+                       "per connection; raise it (ulimit -l unlimited / limits.conf memlock)",
+                       (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
+    return RDMA_XPORT_ENOMEM;
+}
+
+/* First active port of ctx (or the requested one); 0 if none. */
+static uint8_t rdma_verbs_port_find(struct ibv_context *ctx, int want, struct ibv_port_attr *pa)
+{
+    struct ibv_device_attr da;
+    int p;
+
+    if (ibv_query_device(ctx, &da))
+        return 0;
+    for (p = 1; p <= da.phys_port_cnt; p++) {
+        if (want && p != want)
+            continue;
+        if (!ibv_query_port(ctx, p, pa) && pa->state == IBV_PORT_ACTIVE)
+            return (uint8_t) p;
+    }
+    return 0;
+}
+
+static int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen)
+{
+    const char *want = xp->prm.device;
+    struct ibv_device **list;
+    int i, n = 0;
+
+    list = ibv_get_device_list(&n);
+    for (i = 0; list && i < n && !xp->ctx; i++) {
+        if (want && *want && strcmp(want, ibv_get_device_name(list[i])))
+            continue;
+        xp->ctx = ibv_open_device(list[i]);
+        if (xp->ctx && !(xp->port = rdma_verbs_port_find(xp->ctx, xp->prm.port, &xp->pattr))) {
+            ibv_close_device(xp->ctx);
+            xp->ctx = NULL;
+        }
+    }
+    if (list)
+        ibv_free_device_list(list);
+    if (xp->ctx)
+        return RDMA_XPORT_OK;
+    rdma_verbs_err_set(err, errlen, "no RDMA device with an active port (ibv_get_device_list "
+                       "found %d devices; wanted device '%s' port %d); check ibv_devinfo, "
+                       "'rdma link' and the device/port settings", n,
+                       want && *want ? want : "any", xp->prm.port);
+    return RDMA_XPORT_ENODEV;
+}
+
+static int rdma_verbs_gid_is_ipv4(const union ibv_gid *g)
+{
+    static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    return !memcmp(g->raw, pfx, sizeof(pfx));
+}
+
+/* RoCE: RoCE v2 IPv4-mapped, else any RoCE v2, else 0.  IB: GID 0 + LID. */
+static int rdma_verbs_gid_pick(rdma_xport_t * xp)
+{
+    struct ibv_gid_entry e;
+    int i, v2 = -1, v4 = -1;
+
+    xp->gid_index = 0;
+    if (xp->prm.gid_index >= 0)
+        xp->gid_index = xp->prm.gid_index;
+    else if (xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        for (i = 0; i < xp->pattr.gid_tbl_len && v4 < 0; i++) {
+            if (ibv_query_gid_ex(xp->ctx, xp->port, i, &e, 0)
+                || e.gid_type != IBV_GID_TYPE_ROCE_V2)
+                continue;
+            if (v2 < 0)
+                v2 = i;
+            if (rdma_verbs_gid_is_ipv4(&e.gid))
+                v4 = i;
+        }
+        xp->gid_index = v4 >= 0 ? v4 : v2 >= 0 ? v2 : 0;
+    }
+    return ibv_query_gid(xp->ctx, xp->port, xp->gid_index, &xp->gid);
+}
+
+/* RC ACK timeout exponent: (retry_cnt + 1) tries fit in prm->timeout,
+ * clamped to 16..18 (0.27..1.07 s per try) to survive TCG emulation. */
+static int rdma_verbs_qp_timeout(double seconds)
+{
+    int t = 18;
+    while (t > 16 && 8 * 4.096e-6 * (double) (1u << t) > seconds)
+        t--;
+    return t;
+}
+
+/* -------------------------------------------------------------- CM (UD) */
+
+static uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i)
+{
+    return (uint8_t *) xp->udm.buf + (size_t) i * RDMA_VERBS_UD_SLOT;
+}
+
+static int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i)
+{
+    struct ibv_sge sge = {
+        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = RDMA_VERBS_UD_SLOT,
+        .lkey = xp->udm.mr->lkey
+    };
+    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+    return ibv_post_recv(xp->ud, &wr, &bad);
+}
+
+static int rdma_verbs_ud_modify(struct ibv_qp *qp, enum ibv_qp_state s, uint8_t port)
+{
+    struct ibv_qp_attr a = {.qp_state = s, .port_num = port, .qkey = RDMA_VERBS_QKEY };
+    int mask = IBV_QP_STATE;
+
+    if (s == IBV_QPS_INIT)
+        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    else if (s == IBV_QPS_RTS)
+        mask |= IBV_QP_SQ_PSN;
+    return ibv_modify_qp(qp, &a, mask);
+}
+
+static int rdma_verbs_ud_create(rdma_xport_t * xp)
+{
+    struct ibv_qp_init_attr ia = {
+        .send_cq = xp->cq, .recv_cq = xp->cq, .qp_type = IBV_QPT_UD,
+        .cap = {.max_send_wr = RDMA_VERBS_UD_NSEND, .max_recv_wr = RDMA_VERBS_UD_NRECV,
+                .max_send_sge = 1, .max_recv_sge = 1}
+    };
+    uint32_t i;
+
+    if (rdma_verbs_mem_alloc(xp, &xp->udm, (size_t) RDMA_VERBS_UD_SLOT *
+                             (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND), IBV_ACCESS_LOCAL_WRITE))
+        return -1;
+    xp->ud = ibv_create_qp(xp->pd, &ia);
+    if (!xp->ud || rdma_verbs_ud_modify(xp->ud, IBV_QPS_INIT, xp->port)
+        || rdma_verbs_ud_modify(xp->ud, IBV_QPS_RTR, xp->port)
+        || rdma_verbs_ud_modify(xp->ud, IBV_QPS_RTS, xp->port))
+        return -1;
+    for (i = 0; i < RDMA_VERBS_UD_NRECV; i++)
+        if (rdma_verbs_ud_post_recv(xp, i))
+            return -1;
+    xp->ud_send_free = RDMA_VERBS_UD_NSEND;
+    return 0;
+}
+
+static void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
+{
+    char hex[33];
+    int i;
+
+    for (i = 0; i < 16; i++)
+        sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
+    snprintf(card, len, "%s.%u.%u.%u", hex, xp->pattr.lid, xp->ud->qp_num, xp->port);
+}
+
+/* Card -> the peer's CM QP number and an address vector through our port. */
+static int rdma_verbs_card_parse(rdma_xport_t * xp, const char *card, struct ibv_ah_attr *ah,
+                                 uint32_t * udqpn)
+{
+    unsigned lid, qpn, port, b, i;
+    char hex[33];
+
+    if (sscanf(card, "%32[0-9a-f].%u.%u.%u", hex, &lid, &qpn, &port) != 4 || strlen(hex) != 32)
+        return -1;
+    memset(ah, 0, sizeof(*ah));
+    for (i = 0; i < 16; i++) {
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+            return -1;
+        ah->grh.dgid.raw[i] = (uint8_t) b;
+    }
+    ah->port_num = xp->port;
+    ah->dlid = (uint16_t) lid;
+    if (xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        ah->is_global = 1;
+        ah->grh.sgid_index = (uint8_t) xp->gid_index;
+        ah->grh.hop_limit = 64;
+    }
+    *udqpn = qpn;
+    return 0;
+}
+
+static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    memset(m, 0, sizeof(*m));
+    m->magic = RDMA_VERBS_MAGIC;
+    m->job = xp->job;
+    m->type = (uint8_t) type;
+    m->in_order = (uint8_t) vc->in_order_local;
+    m->rd_atomic = (uint8_t) vc->max_rd_atomic;
+    m->basic = xp->prm.ring.mode == RB_MODE_BASIC;
+    m->src = xp->prm.rank;
+    m->dst = vc->c->peer;
+    m->qpn = vc->qp->qp_num;
+    m->psn = vc->psn;
+    m->token = vc->token;
+    m->echo = vc->remote.token;
+    m->ring_addr = (uintptr_t) vc->ring.buf;
+    m->ring_rkey = vc->ring.mr->rkey;
+    m->ctl_addr = (uintptr_t) vc->ctl.buf;
+    m->ctl_rkey = vc->ctl.mr->rkey;
+    m->ring_size = xp->prm.ring.ring_size;
+    m->chunk_size = xp->prm.ring.chunk_size;
+}
+
+/* Best effort: a message lost here is retransmitted by the timers. */
+static void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
+{
+    rdma_xport_t *xp = vc->xp;
+    uint32_t i = RDMA_VERBS_UD_NRECV + xp->ud_send_next % RDMA_VERBS_UD_NSEND;
+    struct ibv_sge sge = {
+        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = sizeof(rdma_verbs_msg_t),
+        .lkey = xp->udm.mr->lkey
+    };
+    struct ibv_send_wr wr = {
+        .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr.ud = {.ah = vc->ah, .remote_qpn = vc->peer_udqpn, .remote_qkey = RDMA_VERBS_QKEY}
+    }, *bad;
+
+    if (!xp->ud_send_free)
+        rdma_verbs_cq_poll(xp);
+    if (!xp->ud_send_free)
+        return;
+    rdma_verbs_msg_fill(vc, (rdma_verbs_msg_t *) rdma_verbs_ud_slot(xp, i), type);
+    if (!ibv_post_send(xp->ud, &wr, &bad)) {
+        xp->ud_send_next++;
+        xp->ud_send_free--;
+    }
+}
+
+/* --------------------------------------------------------- connections */
+
+static void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return;
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
+        vc->xp->n_connecting--;
+    vc->cm = RDMA_VERBS_CM_DEAD;
+    vc->c->state = RDMA_CONN_FAILED;
+    vc->xp->new_failures++;
+    va_start(ap, fmt);
+    rdma_verbs_err_vset(vc->xp->err, sizeof(vc->xp->err), fmt, ap);
+    va_end(ap);
+}
+
+static rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
+{
+    uint32_t slot = (uint32_t) token;
+    if (slot >= xp->nslots || xp->gens[slot] != (uint32_t) (token >> 32))
+        return NULL;
+    return xp->slots[slot];
+}
+
+static int rdma_verbs_slot_grow(rdma_xport_t * xp)
+{
+    uint32_t n = xp->nslots ? 2 * xp->nslots : 16;
+    rdma_verbs_conn_t **s = realloc(xp->slots, n * sizeof(*s));
+    uint32_t *g;
+
+    if (!s)
+        return -1;
+    xp->slots = s;
+    g = realloc(xp->gens, n * sizeof(*g));
+    if (!g)
+        return -1;
+    xp->gens = g;
+    memset(s + xp->nslots, 0, (n - xp->nslots) * sizeof(*s));
+    memset(g + xp->nslots, 0, (n - xp->nslots) * sizeof(*g));
+    xp->nslots = n;
+    return 0;
+}
+
+static int rdma_verbs_slot_get(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
+{
+    uint32_t i = 0;
+
+    while (i < xp->nslots && xp->slots[i])
+        i++;
+    if (i == xp->nslots && rdma_verbs_slot_grow(xp))
+        return -1;
+    xp->slots[i] = vc;
+    vc->token = ((uint64_t) ++xp->gens[i] << 32) | i;
+    return 0;
+}
+
+/* Grow the shared CQ so it holds every completion vc can have in flight. */
+static int rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+    int n = (int) (vc->sq_depth + vc->rq_depth), want = xp->cq_need + n;
+
+    if (want > xp->cq_size) {
+        if (want > xp->dev.max_cqe || ibv_resize_cq(xp->cq, want))
+            return -1;
+        xp->cq_size = want;
+    }
+    xp->cq_need = want;
+    vc->cq_share = n;
+    return 0;
+}
+
+/* Create the RC QP, probing the inline size: irdma rejects any, rxe grants
+ * about 400; start from what worked last time. */
+static int rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+    struct ibv_qp_init_attr ia;
+    uint32_t req = xp->inline_req;
+
+    for (;;) {
+        memset(&ia, 0, sizeof(ia));
+        ia.send_cq = ia.recv_cq = xp->cq;
+        ia.qp_type = IBV_QPT_RC;
+        ia.cap.max_send_wr = vc->sq_depth;
+        ia.cap.max_recv_wr = vc->rq_depth;
+        ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+        ia.cap.max_inline_data = req;
+        vc->qp = ibv_create_qp(xp->pd, &ia);
+        if (vc->qp || !req)
+            break;
+        req = req > 64 ? req / 2 : 0;
+    }
+    if (!vc->qp)
+        return -1;
+    xp->inline_req = req;
+    vc->max_inline = req ? ia.cap.max_inline_data : 0;
+    return 0;
+}
+
+static int rdma_verbs_qp_in_order(rdma_verbs_conn_t * vc)
+{
+    if (vc->xp->prm.force_completion)
+        return 0;
+    if (vc->xp->in_order_override)
+        return 1;
+#if HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
+    return ibv_query_qp_data_in_order(vc->qp, IBV_WR_RDMA_WRITE, 0) == 1;
+#else
+    return 0;
+#endif
+}
+
+static int rdma_verbs_qp_init(rdma_verbs_conn_t * vc)
+{
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_INIT, .port_num = vc->xp->port,
+        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+            IBV_ACCESS_REMOTE_READ
+    };
+    return ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                         IBV_QP_ACCESS_FLAGS);
+}
+
+static int rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
+{
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_RTR, .path_mtu = vc->xp->pattr.active_mtu, .ah_attr = vc->path,
+        .dest_qp_num = vc->remote.qpn, .rq_psn = vc->remote.psn,
+        .max_dest_rd_atomic = (uint8_t) vc->max_rd_atomic, .min_rnr_timer = 12
+    };
+
+    if (ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                      IBV_QP_MIN_RNR_TIMER))
+        return -1;
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = (uint8_t) vc->xp->qp_timeout;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = vc->psn;
+    a.max_rd_atomic = (uint8_t) vc->max_rd_atomic;
+    return ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                         IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int rdma_verbs_rq_post(rdma_verbs_conn_t * vc)
+{
+    struct ibv_recv_wr wr = {.wr_id = vc->token, .num_sge = 0 }, *bad;
+    return ibv_post_recv(vc->qp, &wr, &bad);
+}
+
+static void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
+        xp->n_connecting--;
+    if (vc->qp)
+        ibv_destroy_qp(vc->qp);
+    xp->cq_need -= vc->cq_share;
+    if (vc->ah)
+        ibv_destroy_ah(vc->ah);
+    rdma_verbs_mem_free(&vc->ctl);
+    rdma_verbs_mem_free(&vc->stage);
+    rdma_verbs_mem_free(&vc->ring);
+    if (vc->token)
+        xp->slots[(uint32_t) vc->token] = NULL;
+    vc->c->priv = NULL;
+    free(vc->sig_fifo);
+    free(vc);
+}
+
+static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+    size_t rs = xp->prm.ring.ring_size;
+    uint32_t frames = (uint32_t) (rs / xp->prm.ring.chunk_size);
+    uint32_t per = xp->prm.ring.mode == RB_MODE_BASIC ? 2 : 1;
+    uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
+    int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+    vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE;
+    vc->sq_depth = vc->sq_depth < max_wr ? vc->sq_depth : max_wr;
+    vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE;
+    vc->rq_depth = vc->rq_depth < max_wr ? vc->rq_depth : max_wr;
+    vc->sq_free = vc->sq_depth;
+    vc->sig_fifo = calloc(vc->sq_depth, sizeof(*vc->sig_fifo));
+    if (!vc->sig_fifo || rdma_verbs_mem_alloc(xp, &vc->ring, rs, rw)
+        || rdma_verbs_mem_alloc(xp, &vc->stage, rs, IBV_ACCESS_LOCAL_WRITE)
+        || rdma_verbs_mem_alloc(xp, &vc->ctl, (size_t) sysconf(_SC_PAGESIZE), rw))
+        return RDMA_XPORT_ENOMEM;
+    if (rdma_verbs_cq_reserve(vc)
+        || rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
+        return RDMA_XPORT_ENOMEM;
+    vc->in_order_local = rdma_verbs_qp_in_order(vc);
+    vc->max_rd_atomic = xp->dev.max_qp_rd_atom < xp->dev.max_qp_init_rd_atom ?
+        xp->dev.max_qp_rd_atom : xp->dev.max_qp_init_rd_atom;
+    vc->psn = (uint32_t) (nrand48(xp->rng) & 0xffffff);
+    return RDMA_XPORT_OK;
+}
+
+/* Allocate the connection's memory, QP and the peer's address. */
+static int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs_conn_t ** vcp)
+{
+    rdma_verbs_conn_t *vc = calloc(1, sizeof(*vc));
+    char card[256];
+    int rc;
+
+    if (!vc)
+        return RDMA_XPORT_ENOMEM;
+    vc->c = c;
+    vc->xp = xp;
+    c->priv = vc;
+    c->xport = xp;
+    c->ops = &rdma_xport_verbs;
+    rc = rdma_verbs_slot_get(xp, vc) ? RDMA_XPORT_ENOMEM : rdma_verbs_conn_resources(vc);
+    if (rc) {
+        rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot create the connection to rank %d "
+                           "(memory registration, QP or CQ limits: %s)", c->peer, strerror(errno));
+        goto fail;
+    }
+    rc = RDMA_XPORT_ERR;
+    if (xp->prm.card_of(xp->prm.arg, c->peer, card, sizeof(card))
+        || rdma_verbs_card_parse(xp, card, &vc->path, &vc->peer_udqpn)) {
+        rdma_verbs_err_set(xp->err, sizeof(xp->err), "no valid business card for rank %d",
+                           c->peer);
+        goto fail;
+    }
+    vc->ah = ibv_create_ah(xp->pd, &vc->path);
+    if (!vc->ah) {
+        rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot create an address handle for "
+                           "rank %d: %s", c->peer, strerror(errno));
+        goto fail;
+    }
+    *vcp = vc;
+    return RDMA_XPORT_OK;
+  fail:
+    rdma_verbs_conn_release(vc);
+    return rc;
+}
+
+static void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm)
+{
+    double now = rdma_verbs_now();
+
+    if (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT)
+        vc->xp->n_connecting++;
+    vc->cm = cm;
+    vc->backoff = 0.1;
+    vc->t_retx = now + vc->backoff;
+    vc->t_deadline = now + vc->xp->prm.timeout;
+}
+
+static void rdma_verbs_conn_ready(rdma_verbs_conn_t * vc)
+{
+    vc->xp->n_connecting--;
+    vc->cm = RDMA_VERBS_CM_READY;
+    vc->c->state = RDMA_CONN_READY;
+    if (vc->xp->prm.conn_ready)
+        vc->xp->prm.conn_ready(vc->xp->prm.arg, vc->c);
+}
+
+static const rb_xport_ops_t rdma_verbs_pipe_ops;
+
+/* The peer's REQ or REP is known: pick the mode, set up the pipe and the
+ * receives (before RTR, so nothing can land before), go RTR + RTS. */
+static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    rdma_xport_t *xp = vc->xp;
+    rb_config_t cfg = xp->prm.ring;
+    uint32_t i;
+
+    if (m->ring_size != cfg.ring_size || m->chunk_size != cfg.chunk_size
+        || m->basic != (cfg.mode == RB_MODE_BASIC)) {
+        rdma_verbs_conn_fail(vc, "rank %d uses another ring geometry or mode (ring %llu, chunk "
+                             "%llu)", vc->c->peer, (unsigned long long) m->ring_size,
+                             (unsigned long long) m->chunk_size);
+        return -1;
+    }
+    vc->remote = *m;
+    vc->completion = m->basic || !(vc->in_order_local && m->in_order);
+    if (m->rd_atomic < vc->max_rd_atomic)
+        vc->max_rd_atomic = m->rd_atomic;
+    cfg.completion_driven = vc->completion;
+    if (rb_pipe_init(&vc->c->pipe, &cfg, &rdma_verbs_pipe_ops, vc, vc->stage.buf,
+                     &((rdma_verbs_ctl_t *) vc->ctl.buf)->tail_word, vc->ring.buf,
+                     &((rdma_verbs_ctl_t *) vc->ctl.buf)->head_word)) {
+        rdma_verbs_conn_fail(vc, "rb_pipe_init failed for rank %d", vc->c->peer);
+        return -1;
+    }
+    for (i = 0; vc->completion && i < vc->rq_depth; i++)
+        if (rdma_verbs_rq_post(vc))
+            break;
+    if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
+        rdma_verbs_conn_fail(vc, "cannot connect the QP to rank %d: %s", vc->c->peer,
+                             strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_conn_t *c = xp->prm.conn_of(xp->prm.arg, m->src);
+    rdma_verbs_conn_t *vc;
+
+    if (!c || (c->priv && c->xport != xp))
+        return;
+    vc = c->priv;
+    if (!vc) {
+        if (rdma_verbs_conn_create(xp, c, &vc)) {
+            c->state = RDMA_CONN_FAILED;
+            xp->new_failures++;
+            return;
+        }
+        c->state = RDMA_CONN_CONNECTING;
+    }
+    switch (vc->cm) {
+    case RDMA_VERBS_CM_REQ_SENT:
+        if (xp->prm.rank < m->src)
+            return;     /* our REQ wins; the peer answers it */
+        /* fallthrough */
+    case RDMA_VERBS_CM_NONE:
+        vc->initiator = 0;
+        if (rdma_verbs_conn_pair(vc, m))
+            return;
+        rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REP_SENT);
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
+        return;
+    case RDMA_VERBS_CM_REP_SENT:
+    case RDMA_VERBS_CM_READY:
+        if (m->qpn == vc->remote.qpn && m->token == vc->remote.token)
+            rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
+        return;
+    case RDMA_VERBS_CM_DEAD:
+        return;
+    }
+}
+
+static void rdma_verbs_cm_rep(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT) {
+        if (rdma_verbs_conn_pair(vc, m))
+            return;
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
+        rdma_verbs_conn_ready(vc);
+    } else if (vc->cm == RDMA_VERBS_CM_READY && vc->initiator && m->qpn == vc->remote.qpn)
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
+}
+
+static void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_conn_t *vc;
+
+    if (m->magic != RDMA_VERBS_MAGIC || m->job != xp->job || m->dst != xp->prm.rank
+        || m->src < 0 || m->src >= xp->prm.size)
+        return;
+    if (m->type == RDMA_VERBS_MSG_REQ) {
+        rdma_verbs_cm_req(xp, m);
+        return;
+    }
+    vc = rdma_verbs_conn_lookup(xp, m->echo);
+    if (!vc || vc->c->peer != m->src)
+        return;
+    if (m->type == RDMA_VERBS_MSG_REP)
+        rdma_verbs_cm_rep(vc, m);
+    else if (m->type == RDMA_VERBS_MSG_RTU && vc->cm == RDMA_VERBS_CM_REP_SENT
+             && m->qpn == vc->remote.qpn)
+        rdma_verbs_conn_ready(vc);
+}
+
+/* Retransmissions, deadlines and implied RTUs of connecting connections. */
+static void rdma_verbs_timer_run(rdma_xport_t * xp, double now)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots && xp->n_connecting > 0; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (!vc || (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT))
+            continue;
+        if (vc->rtu_implied && vc->cm == RDMA_VERBS_CM_REP_SENT)
+            rdma_verbs_conn_ready(vc);
+        else if (now >= vc->t_deadline)
+            rdma_verbs_conn_fail(vc, "rank %d did not answer the connection request within "
+                                 "%g s (dead peer or unreachable)", vc->c->peer,
+                                 xp->prm.timeout);
+        else if (now >= vc->t_retx) {
+            vc->backoff = vc->backoff < 1.0 ? 2 * vc->backoff : 2.0;
+            vc->t_retx = now + vc->backoff;
+            rdma_verbs_ud_send(vc, vc->cm == RDMA_VERBS_CM_REQ_SENT ?
+                               RDMA_VERBS_MSG_REQ : RDMA_VERBS_MSG_REP);
+        }
+    }
+}
+
+/* ------------------------------------------------------ posting writes */
+
+/* Wait (polling the CQ, bounded by prm->timeout) until more than keep
+ * send-queue slots are free. */
+static int rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
+{
+    double limit = 0;
+    unsigned spins = 0;
+
+    while (vc->sq_free <= keep) {
+        if (vc->cm == RDMA_VERBS_CM_DEAD)
+            return -1;
+        rdma_verbs_cq_poll(vc->xp);
+        if ((++spins & 1023) == 0) {
+            double now = rdma_verbs_now();
+            if (limit == 0)
+                limit = now + vc->xp->prm.timeout;
+            else if (now > limit) {
+                rdma_verbs_conn_fail(vc, "send queue to rank %d made no progress for %g s",
+                                     vc->c->peer, vc->xp->prm.timeout);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* One RDMA write (with immediate imm if imm != 0) of a frame or a word.
+ * Data writes leave the reserve free for credit/head/keepalive words. */
+static int rdma_verbs_post_write(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
+                                 uint32_t len, uint64_t raddr, uint32_t rkey, int imm,
+                                 int flags)
+{
+    uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
+    struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
+    struct ibv_send_wr wr = {
+        .wr_id = vc->token, .sg_list = &sge, .num_sge = 1,
+        .opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+        .imm_data = htonl((uint32_t) imm),
+        .send_flags = len <= vc->max_inline ? IBV_SEND_INLINE : 0,
+        .wr.rdma = {.remote_addr = raddr, .rkey = rkey}
+    }, *bad;
+    int rc;
+
+    if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
+        return -1;
+    vc->sq_free--;
+    if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
+        || (flags & RDMA_VERBS_POST_SIGNAL)) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig;
+        vc->unsig = 0;
+    }
+    rc = ibv_post_send(vc->qp, &wr, &bad);
+    if (rc)
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: ibv_post_send: %s", vc->c->peer,
+                             strerror(rc));
+    return rc ? -1 : 0;
+}
+
+static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len)
+{
+    rdma_verbs_conn_t *vc = ctx;
+
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return -1;
+    return rdma_verbs_post_write(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
+                                 (uint32_t) len, vc->remote.ring_addr + off,
+                                 vc->remote.ring_rkey,
+                                 vc->completion ? RDMA_VERBS_IMM_FRAME : 0,
+                                 RDMA_VERBS_POST_LEAVE_RESERVE);
+}
+
+/* Credit/head: 8 bytes into the peer's ctl block, from our registered word
+ * (values only grow, so a later value in the source slot is harmless). */
+static int rdma_verbs_word_write(rdma_verbs_conn_t * vc, uint64_t * src, size_t roff, int imm,
+                                 int flags)
+{
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return -1;
+    return rdma_verbs_post_write(vc, (uintptr_t) src, vc->ctl.mr->lkey, sizeof(*src),
+                                 vc->remote.ctl_addr + roff, vc->remote.ctl_rkey,
+                                 vc->completion ? imm : 0, flags);
+}
+
+static int rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+
+    ctl->src_credit = vc->last_credit = tail;
+    return rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word),
+                                 RDMA_VERBS_IMM_CREDIT, 0);
+}
+
+static int rdma_verbs_pipe_head(void *ctx, uint64_t head)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+
+    ctl->src_head = head;
+    return rdma_verbs_word_write(vc, &ctl->src_head, offsetof(rdma_verbs_ctl_t, head_word),
+                                 RDMA_VERBS_IMM_HEAD, 0);
+}
+
+static const rb_xport_ops_t rdma_verbs_pipe_ops = {
+    .write = rdma_verbs_pipe_write,
+    .credit = rdma_verbs_pipe_credit,
+    .head = rdma_verbs_pipe_head
+};
+
+/* READY connections without a signalled WR in flight: rewrite the last
+ * credit (signalled, no immediate) so that a dead peer shows up as a
+ * retry-exceeded completion; this also reclaims unsignalled slots. */
+static void rdma_verbs_keepalive(rdma_xport_t * xp)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (!vc || vc->cm != RDMA_VERBS_CM_READY || vc->sig_head != vc->sig_tail)
+            continue;
+        rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+        ctl->src_credit = vc->last_credit;
+        rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word), 0,
+                              RDMA_VERBS_POST_SIGNAL);
+    }
+}
+
+/* --------------------------------------------------------- completions */
+
+static void rdma_verbs_wc_ud(rdma_xport_t * xp, const struct ibv_wc *wc)
+{
+    if (wc->wr_id >= RDMA_VERBS_UD_NRECV)
+        xp->ud_send_free++;
+    else if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= RDMA_VERBS_GRH +
+             sizeof(rdma_verbs_msg_t))
+        xp->ud_pending[xp->n_pending++] = (uint32_t) wc->wr_id; /* handled by progress */
+    else
+        rdma_verbs_ud_post_recv(xp, (uint32_t) wc->wr_id);
+}
+
+static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
+{
+    if (wc->status != IBV_WC_SUCCESS) {
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: %s (peer dead or unreachable)",
+                             vc->c->peer, ibv_wc_status_str(wc->status));
+        return;
+    }
+    if (!(wc->opcode & IBV_WC_RECV)) {
+        vc->sq_free += vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
+        return;
+    }
+    if (vc->cm == RDMA_VERBS_CM_REP_SENT)
+        vc->rtu_implied = 1;
+    if (ntohl(wc->imm_data) == RDMA_VERBS_IMM_FRAME)
+        rb_pipe_landed(&vc->c->pipe);
+    if (rdma_verbs_rq_post(vc))
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: cannot repost a receive",
+                             vc->c->peer);
+}
+
+/* One batch.  Safe to call from inside a pipe write: it only updates
+ * counters, lands frames and queues CM messages for progress(). */
+static int rdma_verbs_cq_poll(rdma_xport_t * xp)
+{
+    struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
+    int i, n = ibv_poll_cq(xp->cq, RDMA_VERBS_POLL_BATCH, wc);
+
+    for (i = 0; i < n; i++) {
+        if (wc[i].qp_num == xp->ud->qp_num)
+            rdma_verbs_wc_ud(xp, &wc[i]);
+        else {
+            rdma_verbs_conn_t *vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
+            if (vc && vc->cm != RDMA_VERBS_CM_DEAD)
+                rdma_verbs_wc_rc(vc, &wc[i]);
+        }
+    }
+    return n;
+}
+
+/* -------------------------------------------------------------- ops */
+
+static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
+                           size_t cardlen, char *err, size_t errlen)
+{
+    rdma_xport_t *xp;
+    const char *what = "?";
+    int rc;
+
+    if (rb_config_check(&prm->ring, &what)) {
+        rdma_verbs_err_set(err, errlen, "invalid ring configuration (%s)", what);
+        return RDMA_XPORT_ERR;
+    }
+    if ((rc = rdma_verbs_memlock_check(prm, err, errlen)))
+        return rc;
+    xp = calloc(1, sizeof(*xp));
+    if (!xp) {
+        rdma_verbs_err_set(err, errlen, "out of memory");
+        return RDMA_XPORT_ENOMEM;
+    }
+    xp->prm = *prm;
+    if (xp->prm.timeout <= 0)
+        xp->prm.timeout = 30;
+    xp->qp_timeout = rdma_verbs_qp_timeout(xp->prm.timeout);
+    xp->inline_req = (uint32_t) prm->inline_size;
+    xp->job = rdma_verbs_hash(prm->job);
+    /* test/diagnostic only: flag polling although the device does not say
+     * it is safe (see the ordering notes at the top) */
+    xp->in_order_override = getenv("CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER") != NULL;
+    xp->t_keepalive = rdma_verbs_now() + xp->prm.timeout / 4;
+    xp->rng[0] = (unsigned short) getpid();
+    xp->rng[1] = (unsigned short) time(NULL);
+    xp->rng[2] = (unsigned short) (uintptr_t) xp;
+    if ((rc = rdma_verbs_dev_open(xp, err, errlen)))
+        goto err_free;
+    rc = RDMA_XPORT_ERR;
+    if (ibv_query_device(xp->ctx, &xp->dev) || rdma_verbs_gid_pick(xp)) {
+        rdma_verbs_err_set(err, errlen, "cannot query %s port %u: %s",
+                           ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
+        goto err_close;
+    }
+    rc = RDMA_XPORT_ENOMEM;
+    xp->pd = ibv_alloc_pd(xp->ctx);
+    if (!xp->pd)
+        goto err_diag;
+    xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
+    xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, NULL, 0);
+    if (!xp->cq)
+        goto err_pd;
+    if (rdma_verbs_ud_create(xp))
+        goto err_ud;
+    rdma_verbs_card_format(xp, card, cardlen);
+    *xpp = xp;
+    return RDMA_XPORT_OK;
+  err_ud:
+    if (xp->ud)
+        ibv_destroy_qp(xp->ud);
+    rdma_verbs_mem_free(&xp->udm);
+    ibv_destroy_cq(xp->cq);
+  err_pd:
+    ibv_dealloc_pd(xp->pd);
+  err_diag:
+    rdma_verbs_err_set(err, errlen, "cannot set up %s (PD, CQ or the connection-manager QP): "
+                       "%s", ibv_get_device_name(xp->ctx->device), strerror(errno));
+  err_close:
+    ibv_close_device(xp->ctx);
+  err_free:
+    free(xp);
+    return rc;
+}
+
+static int rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_verbs_conn_t *vc = c->priv;
+    int rc;
+
+    if (vc)     /* the peer connected to us first */
+        return vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_XPORT_EPEER : RDMA_XPORT_OK;
+    if ((rc = rdma_verbs_conn_create(xp, c, &vc)))
+        return rc;
+    c->state = RDMA_CONN_CONNECTING;
+    vc->initiator = 1;
+    rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REQ_SENT);
+    rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REQ);
+    return RDMA_XPORT_OK;
+}
+
+static int rdma_verbs_progress(rdma_xport_t * xp)
+{
+    int i, n;
+    double now;
+
+    for (i = 0; i < 4; i++) {
+        n = rdma_verbs_cq_poll(xp);
+        if (n < 0) {
+            rdma_verbs_err_set(xp->err, sizeof(xp->err), "ibv_poll_cq failed on %s",
+                               ibv_get_device_name(xp->ctx->device));
+            return RDMA_XPORT_ERR;
+        }
+        if (n < RDMA_VERBS_POLL_BATCH)
+            break;
+    }
+    while (xp->n_pending) {
+        uint32_t b = xp->ud_pending[--xp->n_pending];
+        rdma_verbs_cm_dispatch(xp, (const rdma_verbs_msg_t *)
+                               (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH));
+        rdma_verbs_ud_post_recv(xp, b);
+    }
+    if (xp->n_connecting || xp->nslots) {
+        now = rdma_verbs_now();
+        if (xp->n_connecting)
+            rdma_verbs_timer_run(xp, now);
+        if (now >= xp->t_keepalive) {
+            xp->t_keepalive = now + xp->prm.timeout / 4;
+            rdma_verbs_keepalive(xp);
+        }
+    }
+    if (xp->new_failures) {
+        xp->new_failures = 0;
+        return RDMA_XPORT_EPEER;
+    }
+    return RDMA_XPORT_OK;
+}
+
+static int rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    (void) xp;
+    if (c->priv)
+        rdma_verbs_conn_release(c->priv);
+    c->state = RDMA_CONN_CLOSED;
+    return RDMA_XPORT_OK;
+}
+
+static int rdma_verbs_finalize(rdma_xport_t * xp)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++)
+        if (xp->slots[i])
+            rdma_verbs_close(xp, xp->slots[i]->c);
+    free(xp->slots);
+    free(xp->gens);
+    ibv_destroy_qp(xp->ud);
+    rdma_verbs_mem_free(&xp->udm);
+    ibv_destroy_cq(xp->cq);
+    ibv_dealloc_pd(xp->pd);
+    ibv_close_device(xp->ctx);
+    free(xp);
+    return RDMA_XPORT_OK;
+}
+
+static const char *rdma_verbs_error(const rdma_xport_t * xp)
+{
+    return xp->err;
+}
+
+const rdma_xport_ops_t rdma_xport_verbs = {
+    .name = "verbs",
+    .open = rdma_verbs_open,
+    .connect = rdma_verbs_connect,
+    .progress = rdma_verbs_progress,
+    .close = rdma_verbs_close,
+    .finalize = rdma_verbs_finalize,
+    .error = rdma_verbs_error
+};
+
+/* ------------------------------------------------ queries for the channel
+ * (to be declared in rdma_xport.h by its owner) */
+
+const char *rdma_xport_verbs_mode(const rdma_conn_t * c);
+int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len);
+
+/* "flag-poll" or "write-imm" once READY; "unknown" before */
+const char *rdma_xport_verbs_mode(const rdma_conn_t * c)
+{
+    const rdma_verbs_conn_t *vc = c->priv;
+    if (!vc || vc->cm != RDMA_VERBS_CM_READY)
+        return "unknown";
+    return vc->completion ? "write-imm" : "flag-poll";
+}
+
+/* One line: mode, in-order answers, inline granted, max_rd_atomic, MTU. */
+int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
+{
+    const rdma_verbs_conn_t *vc = c->priv;
+    if (!vc)
+        return snprintf(buf, len, "not connected");
+    return snprintf(buf, len, "mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
+                    "sq=%u/%u signalled=%u rq=%u qp_timeout=%d dev=%s gid_index=%d cm=%d",
+                    rdma_xport_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
+                    vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
+                    vc->max_rd_atomic, 128 << vc->xp->pattr.active_mtu, vc->sq_free,
+                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, vc->xp->qp_timeout,
+                    ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm);
+}

@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# common.sh -- helpers shared by npb.sh, main-job.sh and bench.sh (sourced).
+# The caller sets PROG (prefix of its messages) before sourcing.
+# shellcheck source=../test/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../test/lib.sh"    # TOP, CACHE
+shopt -s inherit_errexit    # set -e inside $(...) too
+
+die() { echo "$PROG: $*" >&2; exit 1; }
+log() { echo "$PROG: $*" >&2; }
+
+# The project's MPICH builds, and Debian's MPI packages as peers.
+PROJECT_BUILDS="rdma sock nemesis"
+DEBIAN_PEERS="debian-mpich debian-openmpi"
+
+# A build spec is LABEL[:VAR=VAL...]; LABEL is a build or BUILD-variant
+# (e.g. rdma-basic:MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic runs the rdma build).
+spec_label() { echo "${1%%:*}"; }
+spec_env() { [[ $1 == *:* ]] && echo "${1#*:}" | tr ':' ' ' || true; }
+spec_build() {
+    local b; b=$(spec_label "$1")
+    until [[ " $PROJECT_BUILDS $DEBIAN_PEERS " == *" $b "* ]]; do
+        [[ $b == *-* ]] || die "unknown build '$(spec_label "$1")' (builds: $PROJECT_BUILDS $DEBIAN_PEERS, or BUILD-variant)"
+        b=${b%-*}
+    done
+    echo "$b"
+}
+
+# Installed Debian peer (debian-mpich / debian-openmpi)?
+peer_installed() { [ -x "/usr/bin/mpicc.${1#debian-}" ] && [ -x "/usr/bin/mpiexec.${1#debian-}" ]; }
+
+# Debian peers get a prefix of links (bin/mpicc, mpifort, mpiexec) in the
+# cache, so every build is used the same way, by absolute paths.  Open MPI
+# is told it may run as root and oversubscribe the cores.
+peer_prefix() {
+    local flavour=${1#debian-} p=$CACHE/peers/$1
+    peer_installed "$1" || die "$1 is not installed (apt-get install -y ${flavour/openmpi/openmpi-bin})"
+    mkdir -p "$p/bin"
+    ln -sfn "/usr/bin/mpicc.$flavour" "$p/bin/mpicc"
+    ln -sfn "/usr/bin/mpifort.$flavour" "$p/bin/mpifort"
+    rm -f "$p/bin/mpiexec"
+    # A script, not a link: hydra looks for its proxy beside argv[0].
+    printf '#!/bin/sh\nexec /usr/bin/mpiexec.%s %s"$@"\n' "$flavour" \
+        "$([ "$flavour" = openmpi ] && echo '--allow-run-as-root --oversubscribe ')" > "$p/bin/mpiexec"
+    chmod +x "$p/bin/mpiexec"
+    echo "$p"
+}
+
+# prefix_of BUILD [wait]: installed prefix of a build; with "wait", poll
+# every minute until the lead's build of it has finished.
+prefix_of() {
+    local p=$CACHE/4.0.2/$1 n=0
+    case " $DEBIAN_PEERS " in *" $1 "*) peer_prefix "$1"; return ;; esac
+    while [ ! -x "$p/bin/mpichversion" ]; do
+        [ "${2-}" = wait ] || die "no ch3:$1 build in $p (run make / make baselines in $TOP, or wait for it)"
+        [ $((n % 10)) = 0 ] && log "waiting for ch3:$1 ($p/bin/mpichversion); polling every minute"
+        n=$((n + 1)); sleep 60
+    done
+    (cd "$p" && pwd -P)
+}
+
+# What identifies the MPI of a prefix: rebuild what was built with another.
+mpi_identity() {
+    echo "$1"
+    if [ -x "$1/bin/mpichversion" ]; then "$1/bin/mpichversion"; else "$1/bin/mpiexec" --version; fi
+}
+
+# Default output directory: results/<date>-<host>[-SUFFIX] in the repository.
+default_out() { echo "$TOP/results/$(date +%Y%m%d-%H%M)-$(hostname)${1:+-$1}"; }
+
+# parse_options "VALUE-OPTIONS" "FLAG-OPTIONS" ARGS...: --some-opt VALUE sets
+# SOME_OPT=VALUE, a flag --some-flag sets SOME_FLAG=yes; what follows "--"
+# goes to the array REST.  Callers set the defaults first.
+parse_options() {
+    local vals=" $1 " flags=" $2 " o v; shift 2
+    REST=()
+    while [ $# -gt 0 ]; do
+        o=${1#--} v=${1#--}; v=${v//-/_}; v=${v^^}
+        if [ "$1" = -- ]; then shift; REST=("$@"); return
+        elif [[ $flags == *" $o "* ]]; then printf -v "$v" yes; shift
+        elif [[ $vals == *" $o "* ]]; then
+            [ $# -ge 2 ] || die "option $1 needs a value"
+            printf -v "$v" '%s' "$2"; shift 2
+        else die "unknown option '$1' (see --help)"
+        fi
+    done
+}

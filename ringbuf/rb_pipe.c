@@ -1,0 +1,461 @@
+/*
+ * rb_pipe.c: one connection's ring-buffer pipes.  Design, frame layout and
+ * rules are in rb_pipe.h; the memory-ordering rules (GCC __atomic builtins)
+ * are noted at the loads and stores that carry them: rb_tx_send (release of
+ * the head flag), rb_rx_parse (acquire of the flags, then a barrier),
+ * rb_rx_release (relaxed clears, ordered by the credit's release) and
+ * rb_tx_tail_seen (acquire of the credit).
+ */
+#include <string.h>
+#include "rb_pipe.h"
+
+#define RB_CREDIT_MASK ((UINT64_C(1) << 56) - 1)       /* info bits 0..55 */
+#define RB_HDR 16                                      /* flag + info */
+
+/* Acquire barrier between "frame complete" and the payload reads.  A NIC
+ * may have written the ring, so use rdma-core's udma_from_device_barrier
+ * where the C11 fence is not enough for device writes. */
+#if defined(__x86_64__)
+#define RB_RX_BARRIER() __asm__ volatile("lfence" ::: "memory")
+#elif defined(__aarch64__)
+#define RB_RX_BARRIER() __asm__ volatile("dmb oshld" ::: "memory")
+#else
+#define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#endif
+
+/* A complete frame at rx.tail, as rb_rx_poll found it. */
+typedef struct rb_frame {
+    uint8_t *payload;
+    size_t len;
+    int type;
+    uint64_t span;              /* ring bytes the frame covers */
+} rb_frame_t;
+
+/* Position in an iovec; zero-length entries are stepped over. */
+typedef struct rb_cursor {
+    const struct iovec *iov;
+    size_t off;
+} rb_cursor_t;
+
+static int rb_pow2_is(size_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+static size_t rb_pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+static size_t rb_ring_off(const rb_pipe_t * p, uint64_t pos)
+{
+    return pos & (p->cfg.ring_size - 1);
+}
+
+/* Ring bytes covered by a frame at ring offset off: whole chunks, or up to
+ * the ring end for a PAD frame.  Sender and receiver both use this. */
+static uint64_t rb_frame_span(const rb_pipe_t * p, size_t off, int type, size_t len)
+{
+    size_t c = p->cfg.chunk_size;
+
+    if (type == RB_FRAME_PAD)
+        return p->cfg.ring_size - off;
+    return (RB_FRAME_OVERHEAD + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
+}
+
+/* seq skips 0: a flag word that landed only in part (unwritten bytes still
+ * 0) can then never carry the expected seq (see rb_rx_parse). */
+static uint32_t rb_seq_next(uint32_t seq)
+{
+    return seq + 1 ? seq + 1 : 1;
+}
+
+static size_t rb_iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    while (n-- > 0)
+        t += iov[n].iov_len;
+    return t;
+}
+
+/* Move len bytes between buf and the iov at c (to_buf: iov -> buf).  The
+ * caller guarantees that the iov holds len more bytes. */
+static void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_buf)
+{
+    while (len) {
+        size_t k = c->iov->iov_len - c->off;
+        uint8_t *u = (uint8_t *) c->iov->iov_base + c->off;
+
+        if (!k) {
+            c->iov++;
+            c->off = 0;
+            continue;
+        }
+        if (k > len)
+            k = len;
+        if (to_buf)
+            memcpy(buf, u, k);
+        else
+            memcpy(u, buf, k);
+        buf += k;
+        len -= k;
+        c->off += k;
+    }
+}
+
+int rb_config_check(const rb_config_t * cfg, const char **what)
+{
+    const char *bad = NULL;
+
+    if (!cfg)
+        bad = "cfg";
+    else if (!rb_pow2_is(cfg->ring_size) || cfg->ring_size < 4 * 64
+             || cfg->ring_size > (RB_CREDIT_MASK >> 1))
+        bad = "ring_size";
+    else if (!rb_pow2_is(cfg->chunk_size) || cfg->chunk_size < 64
+             || cfg->chunk_size > cfg->ring_size / 4)
+        bad = "chunk_size";
+    else if (cfg->max_frame % cfg->chunk_size || cfg->max_frame < cfg->chunk_size
+             || cfg->max_frame > cfg->ring_size / 2
+             || cfg->max_frame - RB_FRAME_OVERHEAD > RB_LEN_MAX)
+        bad = "max_frame";
+    else if (cfg->credit_threshold < cfg->chunk_size
+             || cfg->credit_threshold > cfg->ring_size - cfg->max_frame)
+        bad = "credit_threshold";
+    else if (cfg->mode != RB_MODE_PIGGYBACK && cfg->mode != RB_MODE_BASIC)
+        bad = "mode";
+    else if (cfg->completion_driven != 0 && cfg->completion_driven != 1)
+        bad = "completion_driven";
+    if (what)
+        *what = bad;
+    return bad ? RB_ERR_INVAL : RB_OK;
+}
+
+int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
+                 void *ctx, void *stage, volatile uint64_t * tail_word,
+                 volatile void *ring, volatile uint64_t * head_word)
+{
+    int basic;
+
+    if (!p || rb_config_check(cfg, NULL) || !ops || !ops->write || !ops->credit
+        || !stage || !tail_word || !ring)
+        return RB_ERR_INVAL;
+    basic = cfg->mode == RB_MODE_BASIC;
+    if ((basic && (!ops->head || !head_word)) || ((uintptr_t) stage | (uintptr_t) ring) & 7)
+        return RB_ERR_INVAL;
+    memset(p, 0, sizeof(*p));
+    p->cfg = *cfg;
+    p->ops = ops;
+    p->ctx = ctx;
+    p->tx.stage = stage;
+    p->tx.tail_word = tail_word;
+    p->tx.seq = 1;
+    p->rx.ring = ring;
+    p->rx.head_word = head_word;
+    p->rx.seq = 1;
+    return RB_OK;
+}
+
+/* ---- send side ---- */
+
+/* t is a peer tail ahead of the replica and not beyond what was sent. */
+static int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
+{
+    return (int64_t) (t - p->tx.tail) > 0 && (int64_t) (p->tx.head - t) >= 0;
+}
+
+/* The newest peer tail known: replica or credit word (acquire: the peer
+ * cleared its chunk-start words before storing it). */
+static uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
+{
+    uint64_t t = __atomic_load_n(p->tx.tail_word, __ATOMIC_ACQUIRE);
+
+    return rb_tail_newer(p, t) ? t : p->tx.tail;
+}
+
+static uint64_t rb_tx_room(const rb_pipe_t * p)
+{
+    return p->cfg.ring_size - (p->tx.head - p->tx.tail);
+}
+
+/* Payload area of the next frame, its last partial word zeroed (pad8). */
+static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
+{
+    uint8_t *d = p->tx.stage + rb_ring_off(p, p->tx.head) + RB_HDR;
+
+    if (len & 7)
+        *(uint64_t *) (d + (len & ~(size_t) 7)) = 0;
+    return d;
+}
+
+/* Complete the frame whose payload is in place and make it visible.  Space
+ * was checked by the caller. */
+static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
+{
+    size_t off = rb_ring_off(p, p->tx.head);
+    uint8_t *f = p->tx.stage + off;
+    uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
+    uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
+    int basic = p->cfg.mode == RB_MODE_BASIC;
+
+    /* The receiver's word at the tail position is 0 or what our stage holds
+     * there: make the tail flag differ from it (alt 1 -> 2). */
+    if (*tailp == flag)
+        flag ^= 3;
+    ((uint64_t *) f)[1] = (basic ? 0 : p->rx.tail & RB_CREDIT_MASK) | (uint64_t) type << 56;
+    *tailp = flag;
+    /* release: payload, info and tail flag before the head flag (for shm,
+     * whose stage is the peer's ring, this store publishes the frame) */
+    __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
+    if (p->ops->write(p->ctx, off, RB_FRAME_OVERHEAD + rb_pad8(len)))
+        return RB_ERR_XPORT;
+    p->tx.head += rb_frame_span(p, off, type, len);
+    p->tx.seq = rb_seq_next(p->tx.seq);
+    p->stats.frames_tx++;
+    p->stats.bytes_tx += len;
+    if (basic)
+        return p->ops->head(p->ctx, p->tx.head) ? RB_ERR_XPORT : RB_OK;
+    p->rx.tail_sent = p->rx.tail;       /* piggybacked */
+    return RB_OK;
+}
+
+int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+{
+    rb_cursor_t cur = { iov, 0 };
+    size_t total, done = 0;
+    int rc = RB_OK;
+
+    if (!p || !nbytes || n < 0 || (n && !iov))
+        return RB_ERR_INVAL;
+    total = rb_iov_total(iov, n);
+    p->tx.tail = rb_tx_tail_seen(p);
+    while (done < total && rc == RB_OK) {
+        /* room: chunk multiples, so a non-zero room holds >= 40 payload
+         * bytes; the frame ends at the ring end at the latest */
+        size_t off = rb_ring_off(p, p->tx.head);
+        uint64_t room = rb_tx_room(p);
+        size_t len = total - done;
+
+        if (room > p->cfg.ring_size - off)
+            room = p->cfg.ring_size - off;
+        if (room > p->cfg.max_frame)
+            room = p->cfg.max_frame;
+        if (room < p->cfg.chunk_size)
+            break;
+        if (len > room - RB_FRAME_OVERHEAD)
+            len = room - RB_FRAME_OVERHEAD;
+        rb_cursor_copy(&cur, rb_tx_payload(p, len), len, 1);
+        rc = rb_tx_send(p, RB_FRAME_DATA, len);
+        done += rc == RB_OK ? len : 0;
+    }
+    if (total && !done && rc == RB_OK)
+        p->stats.full_stalls++;
+    *nbytes = done;
+    return rc;
+}
+
+int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+{
+    size_t off;
+    int rc;
+
+    if (!p || !sent || type < RB_FRAME_CTRL || type >= RB_FRAME_PAD || (len && !buf)
+        || len > p->cfg.max_frame - RB_FRAME_OVERHEAD)
+        return RB_ERR_INVAL;
+    *sent = 0;
+    p->tx.tail = rb_tx_tail_seen(p);
+    off = rb_ring_off(p, p->tx.head);
+    /* A frame never wraps: fill the ring end with a PAD frame first.  The
+     * PAD alone may go out; it is invisible to the receiver's user. */
+    if (off + rb_frame_span(p, off, type, len) > p->cfg.ring_size) {
+        if (rb_tx_room(p) < p->cfg.ring_size - off)
+            goto full;
+        rc = rb_tx_send(p, RB_FRAME_PAD, 0);
+        if (rc)
+            return rc;
+    }
+    if (rb_tx_room(p) < rb_frame_span(p, 0, type, len))
+        goto full;
+    if (len)
+        memcpy(rb_tx_payload(p, len), buf, len);
+    rc = rb_tx_send(p, type, len);
+    *sent = rc == RB_OK;
+    return rc;
+  full:
+    p->stats.full_stalls++;
+    return RB_OK;
+}
+
+size_t rb_pipe_tx_space(const rb_pipe_t * p)
+{
+    return p->cfg.ring_size - (p->tx.head - rb_tx_tail_seen(p));
+}
+
+/* ---- receive side ---- */
+
+static int rb_rx_credit(rb_pipe_t * p)
+{
+    if (p->ops->credit(p->ctx, p->rx.tail))
+        return RB_ERR_XPORT;
+    p->rx.tail_sent = p->rx.tail;
+    p->stats.credits_tx++;
+    return RB_OK;
+}
+
+/* Is the frame at rx.tail complete?  1 (filling *f), 0, or RB_ERR_PROTO. */
+static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
+{
+    size_t off = rb_ring_off(p, p->rx.tail);
+    volatile uint8_t *fr = p->rx.ring + off;
+    int known = 0;              /* the transport says the frame is there */
+    uint64_t flag, info;
+    size_t len;
+
+    if (p->cfg.completion_driven) {
+        if (p->rx.landed == p->rx.consumed)
+            return 0;
+        known = 1;
+    }
+    if (p->cfg.mode == RB_MODE_BASIC) {
+        if ((int64_t) (__atomic_load_n(p->rx.head_word, __ATOMIC_ACQUIRE) - p->rx.tail) <= 0)
+            return 0;
+        known = 1;
+    }
+    flag = __atomic_load_n((volatile uint64_t *) fr, __ATOMIC_ACQUIRE);
+    /* Flag polling: 0 is "nothing yet"; another seq is a flag still landing
+     * byte-wise (its unwritten seq bytes are 0, and seq is never 0) -- or a
+     * corrupt ring, which this cannot tell from a slow write. */
+    if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
+        return known ? RB_ERR_PROTO : 0;
+    len = flag >> 2 & RB_LEN_MAX;
+    if ((flag & 3) == 0 || (flag & 3) == 3 || RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.max_frame
+        || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size)
+        return RB_ERR_PROTO;
+    if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
+        != flag)
+        return known ? RB_ERR_PROTO : 0;
+    /* complete: no payload or info read may move before the flag reads */
+    RB_RX_BARRIER();
+    info = ((volatile uint64_t *) fr)[1];
+    f->type = (int) (info >> 56);
+    if (f->type == RB_FRAME_PAD && len)
+        return RB_ERR_PROTO;
+    if (p->cfg.mode == RB_MODE_PIGGYBACK) {
+        /* 56-bit credit: rebuild the full tail, which lies within a ring of
+         * tx.head */
+        uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
+
+        if (rb_tail_newer(p, t))
+            p->tx.tail = t;
+    }
+    f->payload = (uint8_t *) (fr + RB_HDR);
+    f->len = len;
+    f->span = rb_frame_span(p, off, f->type, len);
+    return 1;
+}
+
+/* Release the frame at rx.tail: clear its chunk-start words (so they read
+ * as "no frame" when reused), advance, and return credit when due. */
+static int rb_rx_release(rb_pipe_t * p, uint64_t span)
+{
+    volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
+    uint64_t c;
+
+    /* relaxed: the credit's release store (ops->credit, or the head flag
+     * of the next frame that piggybacks it) orders these before reuse */
+    for (c = 0; c < span; c += p->cfg.chunk_size)
+        __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
+    p->rx.tail += span;
+    p->rx.off = 0;
+    p->rx.seq = rb_seq_next(p->rx.seq);
+    p->rx.consumed++;
+    p->stats.frames_rx++;
+    if (p->cfg.mode == RB_MODE_BASIC
+        || p->rx.tail - p->rx.tail_sent >= p->cfg.credit_threshold)
+        return rb_rx_credit(p);
+    return RB_OK;
+}
+
+/* rb_rx_parse, with PAD frames released on the way: never shown. */
+static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
+{
+    int rc;
+
+    while ((rc = rb_rx_parse(p, f)) == 1 && f->type == RB_FRAME_PAD) {
+        rc = rb_rx_release(p, f->span);
+        if (rc)
+            return rc;
+    }
+    return rc;
+}
+
+static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
+{
+    p->rx.off += n;
+    p->stats.bytes_rx += n;
+    return p->rx.off == f->len ? rb_rx_release(p, f->span) : RB_OK;
+}
+
+int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+{
+    rb_cursor_t cur = { iov, 0 };
+    rb_frame_t f;
+    size_t total, done = 0;
+    int rc = RB_OK;
+
+    if (!p || !nbytes || n < 0 || (n && !iov))
+        return RB_ERR_INVAL;
+    total = rb_iov_total(iov, n);
+    while (done < total && (rc = rb_rx_poll(p, &f)) == 1 && f.type == RB_FRAME_DATA) {
+        size_t k = f.len - p->rx.off;
+
+        if (k > total - done)
+            k = total - done;
+        rb_cursor_copy(&cur, f.payload + p->rx.off, k, 0);
+        done += k;
+        rc = rb_rx_advance(p, &f, k);
+        if (rc)
+            break;
+    }
+    *nbytes = done;
+    return rc < 0 ? rc : RB_OK;
+}
+
+int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
+{
+    rb_frame_t f;
+    int rc;
+
+    if (!p || !type || !buf || !len)
+        return RB_ERR_INVAL;
+    rc = rb_rx_poll(p, &f);
+    if (rc == 1) {
+        *type = f.type;
+        *buf = f.payload + p->rx.off;
+        *len = f.len - p->rx.off;
+    }
+    return rc;
+}
+
+int rb_pipe_consume(rb_pipe_t * p, size_t n)
+{
+    rb_frame_t f;
+    int rc = p ? rb_rx_poll(p, &f) : RB_ERR_INVAL;
+
+    if (rc < 0)
+        return rc;
+    return rc == 0 || n > f.len - p->rx.off ? RB_ERR_INVAL : rb_rx_advance(p, &f, n);
+}
+
+void rb_pipe_landed(rb_pipe_t * p)
+{
+    p->rx.landed++;
+}
+
+int rb_pipe_flush_credit(rb_pipe_t * p)
+{
+    if (!p)
+        return RB_ERR_INVAL;
+    return p->rx.tail != p->rx.tail_sent ? rb_rx_credit(p) : RB_OK;
+}

@@ -1,0 +1,182 @@
+/*
+ * rb_pipe: one connection's pair of ring-buffer pipes (seed 003, P3 sec. 4).
+ *
+ * Transport independent: the pipe never touches verbs or shared memory.  It
+ * reads and writes four memory areas and calls the transport through
+ * rb_xport_ops_t to make a local image visible at the peer.
+ *
+ *   send side (this process -> peer)        receive side (peer -> this process)
+ *   tx.stage : image of the peer's ring     rx.ring  : ring the peer writes into
+ *   tx.tail_word : peer's tail, written     rx.head_word : peer's head, written
+ *                  by the peer's credits                   by the peer (basic mode)
+ *
+ * Positions (head, tail) are byte counters that only grow; offset = pos %
+ * ring_size.  Head master is tx.head (sender), tail master is rx.tail
+ * (receiver); each side only ever reads its own memory (replicas may be stale,
+ * which only delays progress).
+ *
+ * Frame layout (each frame starts on a chunk boundary and never wraps):
+ *
+ *   +0   uint64 flag    = (seq << 32) | (len << 2) | alt,  alt in {1,2}
+ *   +8   uint64 info    = credit (receiver tail of the reverse pipe, bytes,
+ *                         low 56 bits; rebuilt against tx.head)
+ *                         | (uint64)type << 56
+ *   +16  payload[len], zero padded to 8 bytes
+ *   +16+pad8(len)  uint64 tail flag == flag
+ *
+ * seq starts at 1 and skips 0, so a flag word that has landed only in part
+ * (its unwritten bytes still 0) never carries the expected seq.  A CTRL
+ * frame that does not fit before the ring end is preceded by a PAD frame
+ * (len 0) that covers the rest of the ring; the receiver drops it.
+ *
+ * Arrival (piggyback mode, flag polling): the receiver polls the flag word of
+ * its next expected frame.  Every chunk-start word is cleared to 0 by the
+ * receiver when the frame covering it is consumed, so a non-zero flag with the
+ * expected seq is new; the frame is complete when the tail flag equals it.
+ * The sender picks alt so the tail flag differs from the word its own stage
+ * image holds at that position (the only non-zero value the receiver could
+ * hold there), so a stale word or payload can never match.
+ *
+ * Ordering rules (enforced by the transports, see their headers):
+ *  - verbs: one RDMA write per frame; flag polling requires that the QP place
+ *    a write in increasing address order (ibv_query_qp_data_in_order WHOLE_MSG)
+ *    plus an acquire barrier after the tail flag; otherwise the pipe runs
+ *    completion-driven (cfg.completion_driven): the transport calls
+ *    rb_pipe_landed() per frame on its write-with-immediate completion.
+ *  - shm: the stage IS the peer's ring; the pipe writes payload and tail flag,
+ *    then stores the flag with release semantics (rb_pipe does this itself).
+ *
+ * Credits (tail updates): every frame carries the sender's current receive
+ * tail (piggyback).  When unreported consumption reaches credit_threshold the
+ * receiver sends one coalesced update through ops->credit, which writes the
+ * 8-byte tail word in the peer's memory: it never consumes ring space, so the
+ * two rings can never deadlock on credits.  Transports reserve send-queue
+ * slots for credit writes.  A piggybacked credit counts as sent, but the
+ * peer only sees it when it reads that frame: both ends must keep reading.
+ *
+ * Basic mode (the paper's baseline, for ablation): no piggyback; after each
+ * frame the sender writes its head with ops->head, the receiver detects data
+ * by its head word only and returns every consumption with ops->credit.
+ *
+ * Not thread safe: the caller serialises all calls on one pipe.
+ */
+#ifndef RB_PIPE_H_INCLUDED
+#define RB_PIPE_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+typedef enum {
+    RB_OK = 0,
+    RB_ERR_INVAL = -1,          /* bad argument or configuration */
+    RB_ERR_XPORT = -2,          /* the transport op failed */
+    RB_ERR_PROTO = -3           /* corrupt frame: protocol violation */
+} rb_status_t;
+
+typedef enum {
+    RB_MODE_PIGGYBACK = 0,      /* head and credit piggybacked, flag polling */
+    RB_MODE_BASIC = 1           /* separate data, head and tail writes */
+} rb_mode_t;
+
+/* Frame types: DATA, control types RB_FRAME_CTRL..RB_FRAME_PAD-1 (the
+ * caller's choice), and PAD (internal, never returned by rb_pipe_peek). */
+enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_PAD = 255 };
+
+#define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag */
+#define RB_LEN_MAX ((1u << 30) - 1)
+
+typedef struct rb_config {
+    size_t ring_size;           /* bytes; power of two, <= 2^55 */
+    size_t chunk_size;          /* ring slot; power of two, 64..ring_size/4 */
+    size_t max_frame;           /* bytes incl. overhead; multiple of chunk_size,
+                                 * chunk_size..ring_size/2 */
+    size_t credit_threshold;    /* bytes; chunk_size..ring_size - max_frame */
+    rb_mode_t mode;
+    int completion_driven;      /* arrival from rb_pipe_landed(), not flags */
+} rb_config_t;
+
+typedef struct rb_xport_ops {
+    /* Make stage[off, off+len) visible in the peer's ring at the same offset
+     * (one frame, or in basic mode data only).  Asynchronous is fine. */
+    int (*write)(void *ctx, size_t off, size_t len);
+    /* Store this side's receive tail into the peer's tail word. */
+    int (*credit)(void *ctx, uint64_t tail);
+    /* Basic mode only: store the send head into the peer's head word. */
+    int (*head)(void *ctx, uint64_t head);
+} rb_xport_ops_t;
+
+typedef struct rb_stats {
+    uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+    uint64_t credits_tx;        /* explicit credit updates sent */
+    uint64_t full_stalls;       /* putv calls that found no space */
+} rb_stats_t;
+
+typedef struct rb_pipe {
+    rb_config_t cfg;
+    const rb_xport_ops_t *ops;
+    void *ctx;
+    struct {
+        uint8_t *stage;
+        volatile uint64_t *tail_word;
+        uint64_t head;          /* master */
+        uint64_t tail;          /* best known peer tail (replica) */
+        uint32_t seq;
+    } tx;
+    struct {
+        volatile uint8_t *ring;
+        volatile uint64_t *head_word;
+        uint64_t tail;          /* master: start of the current frame */
+        uint64_t tail_sent;     /* last tail published to the peer */
+        size_t off;             /* payload bytes of current frame consumed */
+        uint32_t seq;
+        uint64_t landed, consumed;      /* frames, completion-driven mode */
+    } rx;
+    rb_stats_t stats;
+} rb_pipe_t;
+
+/* Check a configuration; on error *what names the offending field. */
+int rb_config_check(const rb_config_t * cfg, const char **what);
+
+/* The four areas must be zeroed by their owners before either side writes.
+ * stage and ring are ring_size bytes, 8-byte aligned. */
+int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
+                 void *ctx, void *stage, volatile uint64_t * tail_word,
+                 volatile void *ring, volatile uint64_t * head_word);
+
+/* Copy up to the iov total into as many frames as fit (each at most
+ * max_frame), write each frame as soon as it is copied.  *nbytes = bytes
+ * accepted (0 when the ring is full).  Non-blocking. */
+int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
+
+/* Send one control message of type t (RB_FRAME_CTRL <= t < RB_FRAME_PAD,
+ * len <= max_frame - overhead) as a single frame, or return RB_OK with
+ * *sent = 0 when there is no space (a PAD frame may have gone out). */
+int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
+
+/* Copy arrived DATA bytes into the iov, across frames.  Stops at a CTRL
+ * frame.  *nbytes may be 0.  Non-blocking. */
+int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
+
+/* The current frame, if complete: its type and the unconsumed part of its
+ * payload (zero-copy view, valid until rb_pipe_consume).  Returns 1 if a
+ * frame is ready, 0 if not, < 0 on error. */
+int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
+
+/* Consume n bytes of the current frame's payload (n <= peeked len); a frame
+ * fully consumed is released (chunk-start words cleared, tail advanced,
+ * credit sent if the threshold is reached). */
+int rb_pipe_consume(rb_pipe_t * p, size_t n);
+
+/* Completion-driven mode: the transport saw one frame land. */
+void rb_pipe_landed(rb_pipe_t * p);
+
+/* Publish the receive tail now if anything is unreported (e.g. when idle
+ * or before closing). */
+int rb_pipe_flush_credit(rb_pipe_t * p);
+
+/* Ring bytes the sender may still write, frame overhead included (for
+ * schedulers and tests). */
+size_t rb_pipe_tx_space(const rb_pipe_t * p);
+
+#endif /* RB_PIPE_H_INCLUDED */

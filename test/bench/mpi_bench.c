@@ -1,0 +1,337 @@
+/* mpi_bench.c -- point-to-point micro-benchmarks between two MPI ranks.
+ *
+ *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
+ *       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate] [--first-touch]
+ *
+ * Tests (rank 0 <-> rank 1):
+ *   latency  ping-pong; time per message is half a round trip
+ *   bw       rank 0 posts W MPI_Isend, rank 1 W MPI_Irecv, then a 0-byte ack
+ *   bibw     both ranks post W MPI_Irecv and W MPI_Isend at once
+ *   msgrate  rank 0 sends W blocking MPI_Send, rank 1 W MPI_Recv, then an ack
+ * Each measurement runs warm-up iterations (not timed) then iterations
+ * scaled with the size; it is repeated R times and the median is printed.
+ * With --first-touch every iteration uses freshly malloc'ed buffers,
+ * touched once before the (per-iteration, barrier-aligned) timed part;
+ * otherwise the same buffers serve every iteration.
+ *
+ * Output: comment lines starting with '#', then one line per test and size
+ * under the header "# test size_bytes median_us median_MBps", where
+ * median_us is the time per message and median_MBps the bytes moved per
+ * second (MB = 10^6 B).
+ */
+#include <malloc.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIN_ITERS 3
+#define MAX_MSGS 4000                  /* messages per measurement, at most */
+#define TARGET_BYTES (64UL << 20)      /* bytes per measurement, roughly */
+#define WINDOW_CAP (64UL << 20)        /* bytes in flight per window, at most */
+#define SIZE_LIMIT (1UL << 30)
+
+struct test {
+    const char *name;
+    void (*kernel)(char *s, char *r, size_t n, int w);
+    int windowed;      /* one iteration sends a window of w messages */
+    int msgs;          /* messages per window slot (2: both directions) */
+};
+
+static struct {
+    size_t min, max;
+    int pct5, reps, window, first_touch;
+    unsigned tests;    /* bit i: tests[i] selected */
+} opt = {1, 64UL << 20, 0, 5, 64, 0, ~0U};
+
+static int rank;
+static MPI_Request *reqs;
+static MPI_Status *stats;   /* not MPI_STATUSES_IGNORE: gcc 12 warns on it */
+
+static void die(const char *msg)
+{
+    if (rank == 0)
+        fprintf(stderr, "mpi_bench: %s\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static void ack(int from)
+{
+    if (rank == from)
+        MPI_Send(NULL, 0, MPI_BYTE, 1 - from, 2, MPI_COMM_WORLD);
+    else
+        MPI_Recv(NULL, 0, MPI_BYTE, from, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+static void k_latency(char *s, char *r, size_t n, int w)
+{
+    (void)w;
+    if (rank == 0) {
+        MPI_Send(s, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+        MPI_Recv(r, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(r, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(s, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+    }
+}
+
+static void k_bw(char *s, char *r, size_t n, int w)
+{
+    for (int i = 0; i < w; i++) {
+        if (rank == 0)
+            MPI_Isend(s, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, &reqs[i]);
+        else
+            MPI_Irecv(r + i * n, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &reqs[i]);
+    }
+    MPI_Waitall(w, reqs, stats);
+    ack(1);
+}
+
+static void k_bibw(char *s, char *r, size_t n, int w)
+{
+    int peer = 1 - rank;
+    for (int i = 0; i < w; i++)
+        MPI_Irecv(r + i * n, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &reqs[i]);
+    for (int i = 0; i < w; i++)
+        MPI_Isend(s, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &reqs[w + i]);
+    MPI_Waitall(2 * w, reqs, stats);
+}
+
+static void k_msgrate(char *s, char *r, size_t n, int w)
+{
+    for (int i = 0; i < w; i++) {
+        if (rank == 0)
+            MPI_Send(s, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+        else
+            MPI_Recv(r, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    ack(1);
+}
+
+static const struct test tests[] = {
+    {"latency", k_latency, 0, 2},
+    {"bw", k_bw, 1, 1},
+    {"bibw", k_bibw, 1, 2},
+    {"msgrate", k_msgrate, 1, 1},
+};
+#define NTESTS (int)(sizeof tests / sizeof *tests)
+
+/* Parse "64M", "1KiB", "4096": binary suffixes K, M, G. */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (end == s || (*end && strcmp(end, "iB") && strcmp(end, "B")))
+        die("bad size (examples: 8, 64K, 16M)");
+    v <<= shift;
+    if (v < 1 || v > SIZE_LIMIT)
+        die("sizes must be between 1 B and 1 GiB");
+    return (size_t)v;
+}
+
+static int parse_int(const char *s, int lo)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > 1000000)
+        die("bad number in the options");
+    return (int)v;
+}
+
+/* "latency,bw" -> bit mask over tests[]. */
+static unsigned parse_tests(const char *list)
+{
+    unsigned mask = 0;
+    for (const char *p = list; *p; p += *p == ',') {
+        size_t len = strcspn(p, ",");
+        int i = 0;
+        while (i < NTESTS && (strlen(tests[i].name) != len || strncmp(p, tests[i].name, len)))
+            i++;
+        if (i == NTESTS)
+            die("--tests: a comma-separated list of latency, bw, bibw, msgrate");
+        mask |= 1U << i;
+        p += len;
+    }
+    return mask;
+}
+
+static void usage(int status)
+{
+    if (rank == 0)
+        fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
+              "       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate] [--first-touch]\n",
+              status ? stderr : stdout);
+    MPI_Finalize();
+    exit(status);
+}
+
+static void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help"))
+            usage(0);
+        else if (!strcmp(a, "--first-touch"))
+            opt.first_touch = 1;
+        else if (!v)
+            usage(1);
+        else if (!strcmp(a, "--min"))
+            opt.min = parse_size(v), i++;
+        else if (!strcmp(a, "--max"))
+            opt.max = parse_size(v), i++;
+        else if (!strcmp(a, "--reps"))
+            opt.reps = parse_int(v, 1), i++;
+        else if (!strcmp(a, "--window"))
+            opt.window = parse_int(v, 1), i++;
+        else if (!strcmp(a, "--steps") && (!strcmp(v, "pow2") || !strcmp(v, "5pct")))
+            opt.pct5 = !strcmp(v, "5pct"), i++;
+        else if (!strcmp(a, "--tests"))
+            opt.tests = parse_tests(v), i++;
+        else
+            usage(1);
+    }
+    if (opt.min > opt.max)
+        die("--min is larger than --max");
+}
+
+static size_t next_size(size_t n)
+{
+    size_t m = opt.pct5 ? (size_t)(n * 1.05) : 2 * n;
+    return m > n ? m : n + 1;
+}
+
+static char *touched(size_t n, int fill)
+{
+    char *p = malloc(n);
+    if (!p)
+        die("out of memory");
+    memset(p, fill, n);
+    return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Seconds per iteration for one repetition (meaningful on rank 0). */
+static double one_rep(const struct test *t, size_t n, int w, int warm, int iters,
+                      char *s, char *r)
+{
+    size_t rbytes = t->windowed ? n * w : n;
+    double total = 0, t0;
+
+    if (!opt.first_touch) {
+        for (int i = 0; i < warm; i++)
+            t->kernel(s, r, n, w);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (int i = 0; i < iters; i++)
+            t->kernel(s, r, n, w);
+        return (MPI_Wtime() - t0) / iters;
+    }
+    /* Buffers are freed only after the repetition, so that none is reused. */
+    char **fresh = malloc(2 * (size_t)(warm + iters) * sizeof *fresh);
+    if (!fresh)
+        die("out of memory");
+    for (int i = 0; i < warm + iters; i++) {
+        fresh[2 * i] = touched(n, 'a' + i % 26);
+        fresh[2 * i + 1] = touched(rbytes, 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        t->kernel(fresh[2 * i], fresh[2 * i + 1], n, w);
+        if (i >= warm)
+            total += MPI_Wtime() - t0;
+    }
+    for (int i = 0; i < 2 * (warm + iters); i++)
+        free(fresh[i]);
+    free(fresh);
+    return total / iters;
+}
+
+static void measure(const struct test *t, size_t n, double *times)
+{
+    int w = 1;
+    if (t->windowed) {
+        size_t fit = WINDOW_CAP / n;
+        w = fit < 1 ? 1 : fit < (size_t)opt.window ? (int)fit : opt.window;
+    }
+    size_t msgs = (size_t)w * t->msgs, by_bytes = TARGET_BYTES / (msgs * n);
+    size_t by_msgs = MAX_MSGS / msgs, iters = by_bytes < by_msgs ? by_bytes : by_msgs;
+    if (iters < MIN_ITERS)
+        iters = MIN_ITERS;
+    int warm = iters / 10 > 0 ? (int)iters / 10 : 1;
+    char *s = NULL, *r = NULL;
+
+    if (!opt.first_touch) {
+        s = touched(n, 'a');
+        r = touched(t->windowed ? n * w : n, 0);
+    }
+    for (int k = 0; k < opt.reps; k++)
+        times[k] = one_rep(t, n, w, warm, (int)iters, s, r);
+    free(s);
+    free(r);
+    if (rank == 0) {
+        qsort(times, opt.reps, sizeof *times, cmp_double);
+        double med = opt.reps % 2 ? times[opt.reps / 2]
+                                  : (times[opt.reps / 2 - 1] + times[opt.reps / 2]) / 2;
+        double per_msg = med / msgs;
+        printf("%-8s %10zu %12.3f %12.2f\n", t->name, n, per_msg * 1e6, n / per_msg / 1e6);
+        fflush(stdout);
+    }
+}
+
+static void print_header(void)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    MPI_Get_library_version(lib, &len);
+    for (char *line = strtok(lib, "\n"); line; line = strtok(NULL, "\n"))
+        if (line == lib || strstr(line, "Device"))
+            printf("# library: %s\n", line);
+    printf("# mpi_bench: reps %d (median), window %d (at most %lu MiB per window), "
+           "steps %s, buffers %s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
+           opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused");
+    printf("# median_us: time per message (latency: half a round trip); "
+           "median_MBps: bytes moved per second, MB = 10^6 B\n");
+    printf("# test size_bytes median_us median_MBps\n");
+}
+
+int main(int argc, char **argv)
+{
+    int size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    parse_args(argc, argv);
+    if (size != 2)
+        die("run with exactly 2 ranks (mpiexec -n 2)");
+    if (opt.first_touch)  /* fixed threshold: large buffers are fresh mmaps */
+        mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+
+    reqs = malloc(2 * (size_t)opt.window * sizeof *reqs);
+    stats = malloc(2 * (size_t)opt.window * sizeof *stats);
+    double *times = malloc(opt.reps * sizeof *times);
+    if (!reqs || !stats || !times)
+        die("out of memory");
+    if (rank == 0)
+        print_header();
+    for (int i = 0; i < NTESTS; i++) {
+        if (!(opt.tests & 1U << i))
+            continue;
+        for (size_t n = opt.min; n <= opt.max; n = next_size(n))
+            measure(&tests[i], n, times);
+    }
+    free(reqs);
+    free(stats);
+    free(times);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Bad input stops MPI_Init with a one-line diagnosis naming the variable and
+# its range; a missing device and a killed peer end the job, never hang.
+. "$(dirname "$0")/../lib.sh"
+. "$TOP/test/mpi/build-progs.sh"
+plan 8
+P=$(mpich_prefix rdma) || exit 1
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+build_progs "$P" "$W" || { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
+EXPECT_TIMEOUT=60
+bad() {  # bad VAR=VALUE REGEX
+    expect_output 1 "$2" "rejects $1" -- env "$1" "$P/bin/mpiexec" -n 2 "$W/cpi"
+}
+bad MPIR_CVAR_CH3_RDMA_RING_SIZE=1000 'MPIR_CVAR_CH3_RDMA_RING_SIZE=1000: allowed a power of two in 16384\.\.67108864'
+bad MPIR_CVAR_CH3_RDMA_RING_CHUNK=48 'MPIR_CVAR_CH3_RDMA_RING_CHUNK=48: allowed'
+bad MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000 'MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000: allowed'
+bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
+bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
+bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'
+if ibv_devices 2>/dev/null | grep -q '^ *[a-z]'; then
+    ok 0 "# SKIP this host has an RDMA device"
+else
+    bad MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs 'no RDMA device'
+fi
+# A peer killed mid-run: the job ends (non-zero) within the timeout.
+cat > "$W/spin.c" <<'C'
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+int main(int c, char **v) {
+    int r, x = 0; MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    for (int i = 0; ; i++) {
+        if (r == 1 && i == 2000) kill(getpid(), SIGKILL);
+        if (r == 0) { MPI_Send(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD); MPI_Recv(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
+        else { MPI_Recv(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD); }
+    }
+}
+C
+"$P/bin/mpicc" -o "$W/spin" "$W/spin.c"
+EXPECT_TIMEOUT=30
+expect_output 1 'KILLED|killed|Killed|TERMINATION' "a peer killed mid-run ends the job with a diagnosis" -- \
+    "$P/bin/mpiexec" -n 2 "$W/spin"
+done_testing

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# ch3:rdma on this host's shared-memory transport: startup, close protocol,
+# verified traffic, pipe modes and geometries, oversubscription.
+. "$(dirname "$0")/../lib.sh"
+. "$TOP/test/mpi/build-progs.sh"
+plan 7
+P=$(mpich_prefix rdma) || exit 1
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+build_progs "$P" "$W" || { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
+expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
+expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
+expect_output 0 '^1\.\.6' "mpi_check, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/mpi_check"
+expect_output 0 '^1\.\.6' "mpi_check, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
+expect_output 0 '^1\.\.6' "mpi_check, basic pipe mode" -- \
+    env MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 2 "$W/mpi_check" 1048576
+expect_output 0 '^1\.\.6' "mpi_check, tiny ring (16 KiB, 64 B chunks, 4 KiB frames), 3 ranks" -- \
+    env MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 MPIR_CVAR_CH3_RDMA_RING_CHUNK=64 \
+    MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 "$P/bin/mpiexec" -n 3 "$W/mpi_check" 1048576
+expect_output 0 '^1\.\.6' "mpi_check, coalesced credits at the smallest threshold" -- \
+    env MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=512 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 1048576
+done_testing

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# testsuite.sh BUILD DIRS OUT -- run MPICH's own test/mpi directories DIRS
+# (comma list, e.g. init,pt2pt) against BUILD (rdma|sock|nemesis) with its
+# runtests; writes OUT/summary-BUILD.{tap,xml} and prints "BUILD: P of N passed".
+# Extra environment (e.g. MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs) is inherited.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+build=$1 dirs=$2 out=$(mkdir -p "$3" && cd "$3" && pwd)
+P=$(mpich_prefix "$build")
+T=$P/../build/test/mpi
+[ -x "$T/runtests" ] || { echo "testsuite: no configured test suite in $T" >&2; exit 1; }
+tag=${TESTSUITE_TAG:-$build}
+(cd "$T" && make testing TESTDIRS="$dirs" TESTLIST=testlist MPIEXEC="$P/bin/mpiexec" \
+    SUMMARY_BASENAME="$out/summary-$tag" > "$out/runtests-$tag.log" 2>&1) || true
+total=$(grep -c '^\(not \)\?ok ' "$out/summary-$tag.tap" || true)
+failed=$(grep -c '^not ok ' "$out/summary-$tag.tap" || true)
+echo "$tag: $((total - failed)) of $total passed ($dirs)"

@@ -1,0 +1,89 @@
+# Shared helpers for the Soft-RoCE test bed; sourced by the scripts in this directory.
+# shellcheck shell=bash
+
+SOFTROCE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+SOFTROCE_CACHE=${CH3RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ch3-rdma}/softroce
+HOST_PKGS=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-providers ibverbs-utils
+           libibverbs-dev perftest iproute2)
+# Address of the veth end that carries rxe0; every "node" name resolves to it.
+RXE_ADDR=10.77.0.1
+
+die() { echo "${0##*/}: $*" >&2; exit 1; }
+
+# Packages from "$@" that dpkg does not show as installed.
+missing_pkgs() {
+    local p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
+            || echo "$p"
+    done
+}
+
+# Install missing packages as root; otherwise print the exact command and fail.
+ensure_pkgs() {
+    local missing
+    mapfile -t missing < <(missing_pkgs "$@")
+    ((${#missing[@]})) || return 0
+    local cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+    if ((EUID != 0)); then
+        echo "${0##*/}: missing packages; as root run: $cmd" >&2
+        exit 1
+    fi
+    echo "${0##*/}: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive $cmd >&2
+}
+
+# The ABI (uname -r of the guest) of Debian's current default kernel, e.g. 6.1.0-56-amd64.
+kernel_abi() {
+    local abi
+    abi=$(apt-cache depends linux-image-amd64 2>/dev/null \
+          | sed -n 's/^ *Depends: linux-image-\([0-9][^ ]*\)$/\1/p' | head -n1)
+    [[ -n $abi ]] || die "cannot resolve the kernel ABI from 'apt-cache depends linux-image-amd64' (run apt-get update?)"
+    echo "$abi"
+}
+
+# Names node0..node(N-1), comma separated.
+node_list() {
+    local i out=node0
+    for ((i = 1; i < $1; i++)); do out+=",node$i"; done
+    echo "$out"
+}
+
+# Environment for Hydra (mpiexec) so that each host is started through node-exec,
+# even when the host name resolves to a local address.
+export_node_env() {
+    export CH3RDMA_NODES
+    CH3RDMA_NODES=$(node_list "$1")
+    export HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC="$SOFTROCE_DIR/node-exec" HYDRA_LAUNCHER_AUTOFORK=0
+}
+
+# Create rxe0 on a veth pair (root; rdma_rxe must be loadable with "modprobe $*").
+setup_rxe() {
+    modprobe -a "$@" rdma_rxe veth
+    {
+        ip link show veth0 >/dev/null 2>&1 || echo "link add veth0 type veth peer name veth1"
+        echo "addr replace $RXE_ADDR/24 dev veth0"
+        echo "link set veth1 up"
+        echo "link set veth0 up"
+    } | ip -batch -
+    [[ -e /sys/class/infiniband/rxe0 ]] || rdma link add rxe0 type rxe netdev veth0
+}
+
+# Index of rxe0's RoCE v2 IPv4-mapped GID (perftest -x), from sysfs; 1 if none is found.
+roce_v2_ipv4_gid() {
+    local port=/sys/class/infiniband/${1:-rxe0}/ports/1 f i
+    for f in "$port"/gids/*; do
+        i=${f##*/}
+        [[ $(<"$port/gid_attrs/types/$i") == "RoCE v2" && $(<"$f") == 0000:0000:0000:0000:0000:ffff:* ]] \
+            2>/dev/null && { echo "$i"; return; }
+    done
+    echo 1
+}
+
+# TAP output: "tap STATUS DESCRIPTION" (STATUS 0 = ok), "diag FILE..." comments.
+tap_n=0
+tap() {
+    tap_n=$((tap_n + 1))
+    if [[ $1 == 0 ]]; then echo "ok $tap_n - $2"; else echo "not ok $tap_n - $2"; fi
+}
+diag() { sed 's/^/# /' "$@"; }

@@ -1,0 +1,41 @@
+#!/bin/bash
+# PID 1 of the Soft-RoCE guest (started by initramfs-init after switch_root). Reads the job
+# that run-vm wrote to /run/ch3rdma/job, creates rxe0, runs the command, records its status.
+set -uo pipefail
+RUN=/run/ch3rdma
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+. "$(dirname "$0")/common.sh"
+
+power_off() { sync; echo o >/proc/sysrq-trigger; sleep 60 2>/dev/null; }
+fail() { echo "$*" >"$RUN/error"; echo "guest-init: $*"; power_off; }
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+. "$RUN/job" || fail "cannot read the job file"
+
+# Writable host directories over the read-only view, at the same paths.
+for i in "${!RW[@]}"; do
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap "rw$i" "${RW[i]}" \
+        || fail "cannot mount writable share ${RW[i]}"
+done
+
+# Modules come from the extracted Debian kernel; on-demand loads (crypto) need it too.
+printf '#!/bin/sh\nexec /sbin/modprobe -d %q "$@"\n' "$KDIR" >/run/modprobe
+chmod +x /run/modprobe
+echo /run/modprobe >/proc/sys/kernel/modprobe
+ip link set lo up
+setup_rxe -d "$KDIR" || fail "cannot create rxe0 on veth0"
+
+hostname node0
+echo "$RXE_ADDR $(node_list "$NODES" | tr , ' ')" >>/etc/hosts
+export_node_env "$NODES"
+ulimit -l unlimited
+cd "$CWD" || fail "cannot enter $CWD"
+((${#ENV[@]} == 0)) || export "${ENV[@]}"
+"${CMD[@]}" </dev/null >>"$RUN/output" 2>&1
+echo $? >"$RUN/status"
+power_off

@@ -1,0 +1,386 @@
+/*
+ * verbs_selftest: check a verbs device (rxe0 by default) with plain libibverbs.
+ *
+ * Two processes (fork; QP info and check requests go over a socketpair) connect an RC QP
+ * over the device. The client then does RDMA WRITE, RDMA READ and RDMA WRITE WITH
+ * IMMEDIATE into/from the server's buffer for several sizes; every byte is verified and
+ * so are the bytes just past the transfer. Prints "op <name>: PASS|FAIL" per operation
+ * and what ibv_query_qp_data_in_order() reports. Exit status 0 if everything passed.
+ *
+ * usage: verbs_selftest [DEVICE]
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SIZE (1u << 20)
+#define GUARD 64
+#define POLL_TIMEOUT_S 60
+
+enum op { OP_WRITE, OP_READ, OP_WRITE_IMM, NUM_OPS };
+static const char *op_name[NUM_OPS] = { "write", "read", "write_imm" };
+static const uint32_t sizes[] = { 1, 4096, MAX_SIZE };
+#define NUM_SIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+struct qp_info {
+    uint32_t qpn, psn, rkey;
+    uint64_t addr;
+    union ibv_gid gid;
+};
+
+/* Client -> server: prepare for / check a transfer. Server -> client: ok flag. */
+struct msg {
+    uint32_t op, size, seed, check;
+};
+
+struct ctx {
+    const char *role;
+    struct ibv_context *dev;
+    struct ibv_pd *pd;
+    struct ibv_cq *send_cq, *recv_cq;
+    struct ibv_qp *qp;
+    struct ibv_mr *mr;
+    uint8_t *buf;
+    int gid_index;
+    enum ibv_mtu mtu;
+    int sock;
+};
+
+static const char *role = "verbs_selftest";
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "verbs_selftest[%s]: ", role);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static void xfer(int fd, void *p, size_t n, int out)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t r = out ? write(fd, (char *) p + done, n - done) : read(fd, (char *) p + done, n - done);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            die("peer connection %s", r == 0 ? "closed" : strerror(errno));
+        }
+        done += (size_t) r;
+    }
+}
+
+static uint8_t pattern(uint32_t seed, size_t i)
+{
+    return (uint8_t) (seed * 131u + i * 7u + (i >> 8) + (i >> 16));
+}
+
+static void fill(uint8_t *p, uint32_t size, uint32_t seed)
+{
+    for (uint32_t i = 0; i < size; i++)
+        p[i] = pattern(seed, i);
+}
+
+/* Pattern in [0, size), sentinel 0xEE in the guard bytes after it. */
+static int verify(const uint8_t *p, uint32_t size, uint32_t seed)
+{
+    for (uint32_t i = 0; i < size; i++)
+        if (p[i] != pattern(seed, i)) {
+            fprintf(stderr, "# mismatch at byte %u of %u: 0x%02x != 0x%02x\n", i, size, p[i],
+                    pattern(seed, i));
+            return 0;
+        }
+    for (uint32_t i = size; i < size + GUARD; i++)
+        if (p[i] != 0xEE) {
+            fprintf(stderr, "# byte %u past the end of a %u B transfer was overwritten\n", i, size);
+            return 0;
+        }
+    return 1;
+}
+
+static int is_ipv4_mapped(const union ibv_gid *g)
+{
+    static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    return memcmp(g->raw, prefix, sizeof(prefix)) == 0;
+}
+
+/* Prefer a RoCE v2 IPv4-mapped GID, then any RoCE v2 GID, then any valid one. */
+static int pick_gid(struct ibv_context *dev, int gid_tbl_len, int verbose)
+{
+    int best = -1, best_rank = 0;
+    for (int i = 0; i < gid_tbl_len; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(dev, 1, (uint32_t) i, &e, 0))
+            continue;
+        int v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+        int rank = v2 && is_ipv4_mapped(&e.gid) ? 3 : v2 ? 2 : 1;
+        if (rank > best_rank)
+            best = i, best_rank = rank;
+    }
+    if (best < 0) {
+        best = 0;       /* no GID entry could be queried: try index 0 */
+        if (verbose)
+            printf("# no GID entry found, falling back to index 0\n");
+    } else if (verbose) {
+        printf("# gid index %d (%s)\n", best, best_rank == 3 ? "RoCE v2, IPv4-mapped" :
+               best_rank == 2 ? "RoCE v2" : "fallback: first valid entry");
+    }
+    return best;
+}
+
+static void setup(struct ctx *c, const char *devname)
+{
+    int n;
+    struct ibv_device **list = ibv_get_device_list(&n), *dev = NULL;
+    if (!list)
+        die("ibv_get_device_list: %s", strerror(errno));
+    for (int i = 0; i < n; i++)
+        if (!devname || !strcmp(ibv_get_device_name(list[i]), devname))
+            dev = dev ? dev : list[i];
+    if (!dev)
+        die("no verbs device %s", devname ? devname : "(any)");
+    if (!(c->dev = ibv_open_device(dev)))
+        die("ibv_open_device: %s", strerror(errno));
+    ibv_free_device_list(list);
+
+    struct ibv_port_attr port;
+    if (ibv_query_port(c->dev, 1, &port))
+        die("ibv_query_port failed");
+    if (port.state != IBV_PORT_ACTIVE)
+        die("port 1 is not active (state %d)", port.state);
+    c->mtu = port.active_mtu;
+    c->gid_index = pick_gid(c->dev, port.gid_tbl_len, !strcmp(c->role, "client"));
+
+    if (!(c->buf = aligned_alloc(4096, MAX_SIZE + 4096)))
+        die("out of memory");
+    if (!(c->pd = ibv_alloc_pd(c->dev)))
+        die("ibv_alloc_pd failed");
+    c->mr = ibv_reg_mr(c->pd, c->buf, MAX_SIZE + GUARD, IBV_ACCESS_LOCAL_WRITE |
+                       IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!c->mr)
+        die("ibv_reg_mr: %s (ulimit -l?)", strerror(errno));
+    c->send_cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
+    c->recv_cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
+    if (!c->send_cq || !c->recv_cq)
+        die("ibv_create_cq failed");
+    struct ibv_qp_init_attr qa = {
+        .send_cq = c->send_cq, .recv_cq = c->recv_cq, .qp_type = IBV_QPT_RC,
+        .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+    };
+    if (!(c->qp = ibv_create_qp(c->pd, &qa)))
+        die("ibv_create_qp: %s", strerror(errno));
+}
+
+static void connect_qp(struct ctx *c, const struct qp_info *remote, uint32_t my_psn)
+{
+    struct ibv_qp_attr a = {
+        .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+    };
+    if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+        die("modify_qp INIT failed");
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = c->mtu;
+    a.dest_qp_num = remote->qpn;
+    a.rq_psn = remote->psn;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = remote->gid;
+    a.ah_attr.grh.sgid_index = (uint8_t) c->gid_index;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+        die("modify_qp RTR: %s", strerror(errno));
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 17;     /* ~0.5 s: generous, the peer may be slow under emulation */
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = my_psn;
+    a.max_rd_atomic = 4;
+    if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+        die("modify_qp RTS: %s", strerror(errno));
+}
+
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+    time_t end = time(NULL) + POLL_TIMEOUT_S;
+    for (;;) {
+        int n = ibv_poll_cq(cq, 1, wc);
+        if (n < 0)
+            die("ibv_poll_cq failed");
+        if (n == 1)
+            break;
+        if (time(NULL) > end) {
+            fprintf(stderr, "# no completion within %d s\n", POLL_TIMEOUT_S);
+            return 0;
+        }
+        usleep(50);
+    }
+    if (wc->status != IBV_WC_SUCCESS) {
+        fprintf(stderr, "# completion error: %s\n", ibv_wc_status_str(wc->status));
+        return 0;
+    }
+    return 1;
+}
+
+/* Client: one transfer of size bytes at the start of both buffers. */
+static int post_and_wait(struct ctx *c, const struct qp_info *remote, enum op op, uint32_t size,
+                         uint32_t imm)
+{
+    static const enum ibv_wr_opcode opcode[NUM_OPS] = {
+        IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE_WITH_IMM };
+    static const enum ibv_wc_opcode wc_opcode[NUM_OPS] = {
+        IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_RDMA_WRITE };
+    struct ibv_sge sge = { .addr = (uintptr_t) c->buf, .length = size, .lkey = c->mr->lkey };
+    struct ibv_send_wr wr = {
+        .wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = opcode[op],
+        .send_flags = IBV_SEND_SIGNALED, .imm_data = imm,
+        .wr.rdma = { .remote_addr = remote->addr, .rkey = remote->rkey },
+    }, *bad;
+    struct ibv_wc wc;
+    if (ibv_post_send(c->qp, &wr, &bad))
+        die("ibv_post_send: %s", strerror(errno));
+    if (!poll_one(c->send_cq, &wc))
+        return 0;
+    if (wc.opcode != wc_opcode[op]) {
+        fprintf(stderr, "# unexpected completion opcode %d\n", wc.opcode);
+        return 0;
+    }
+    return 1;
+}
+
+static uint32_t imm_for(uint32_t size, uint32_t seed)
+{
+    return htonl(0xC3000000u ^ (seed << 20) ^ size);
+}
+
+static void server(struct ctx *c)
+{
+    struct msg m;
+    for (;;) {
+        xfer(c->sock, &m, sizeof(m), 0);
+        uint32_t ok = 1;
+        if (!m.check) { /* prepare */
+            memset(c->buf, 0xEE, MAX_SIZE + GUARD);
+            if (m.op == OP_READ)
+                fill(c->buf, m.size, m.seed);
+            if (m.op == OP_WRITE_IMM) {
+                struct ibv_recv_wr wr = { .wr_id = 2, .num_sge = 0 }, *bad;
+                if (ibv_post_recv(c->qp, &wr, &bad))
+                    die("ibv_post_recv: %s", strerror(errno));
+            }
+        } else if (m.op == OP_WRITE_IMM) {
+            struct ibv_wc wc;
+            ok = poll_one(c->recv_cq, &wc);
+            if (ok && (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc.wc_flags & IBV_WC_WITH_IMM) ||
+                       wc.imm_data != imm_for(m.size, m.seed) || wc.byte_len != m.size)) {
+                fprintf(stderr, "# recv completion: opcode %d flags 0x%x imm 0x%08x (want 0x%08x) "
+                        "byte_len %u (want %u)\n", wc.opcode, wc.wc_flags, ntohl(wc.imm_data),
+                        ntohl(imm_for(m.size, m.seed)), wc.byte_len, m.size);
+                ok = 0;
+            }
+            ok = ok && verify(c->buf, m.size, m.seed);
+        } else if (m.op == OP_WRITE) {
+            ok = verify(c->buf, m.size, m.seed);
+        } else if (m.op == NUM_OPS) {
+            return;     /* done */
+        }
+        xfer(c->sock, &ok, sizeof(ok), 1);
+    }
+}
+
+static uint32_t request(struct ctx *c, enum op op, uint32_t size, uint32_t seed, uint32_t check)
+{
+    struct msg m = { op, size, seed, check };
+    uint32_t ok;
+    xfer(c->sock, &m, sizeof(m), 1);
+    xfer(c->sock, &ok, sizeof(ok), 0);
+    return ok;
+}
+
+static int client(struct ctx *c, const struct qp_info *remote)
+{
+    int all_ok = 1;
+    for (int op = 0; op < NUM_OPS; op++) {
+        int op_ok = 1;
+        for (size_t s = 0; s < NUM_SIZES; s++) {
+            uint32_t size = sizes[s], seed = (uint32_t) (op * 16 + s + 1);
+            request(c, op, size, seed, 0);
+            memset(c->buf, 0xEE, MAX_SIZE + GUARD);
+            if (op != OP_READ)
+                fill(c->buf, size, seed);
+            int ok = post_and_wait(c, remote, op, size, imm_for(size, seed));
+            if (op == OP_READ)
+                ok = ok && verify(c->buf, size, seed);
+            else
+                ok = request(c, op, size, seed, 1) && ok;
+            printf("%s %s %u B\n", ok ? "ok" : "FAILED", op_name[op], size);
+            op_ok &= ok;
+        }
+        printf("op %s: %s\n", op_name[op], op_ok ? "PASS" : "FAIL");
+        all_ok &= op_ok;
+    }
+    struct msg done = { NUM_OPS, 0, 0, 1 };
+    xfer(c->sock, &done, sizeof(done), 1);
+
+    static const struct { enum ibv_wr_opcode op; const char *name; } q[] = {
+        { IBV_WR_RDMA_WRITE, "RDMA_WRITE" }, { IBV_WR_RDMA_WRITE_WITH_IMM, "RDMA_WRITE_WITH_IMM" },
+        { IBV_WR_SEND, "SEND" }, { IBV_WR_RDMA_READ, "RDMA_READ" } };
+    for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+        printf("data_in_order %s: %d\n", q[i].name, ibv_query_qp_data_in_order(c->qp, q[i].op, 0));
+    return all_ok;
+}
+
+int main(int argc, char **argv)
+{
+    const char *devname = argc > 1 ? argv[1] : "rxe0";
+    int sv[2];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        die("socketpair: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork: %s", strerror(errno));
+
+    struct ctx c = { .role = pid == 0 ? "client" : "server", .sock = pid == 0 ? sv[0] : sv[1] };
+    role = c.role;
+    close(pid == 0 ? sv[1] : sv[0]);
+    setup(&c, devname);
+    if (pid == 0)
+        printf("# device %s, path mtu %d, qp %u\n", devname, 128 << c.mtu, c.qp->qp_num);
+
+    srand((unsigned) getpid());
+    struct qp_info mine = { .qpn = c.qp->qp_num, .psn = (uint32_t) rand() & 0xffffff,
+                            .rkey = c.mr->rkey, .addr = (uintptr_t) c.buf }, theirs;
+    if (ibv_query_gid(c.dev, 1, c.gid_index, &mine.gid))
+        die("ibv_query_gid failed");
+    xfer(c.sock, &mine, sizeof(mine), 1);
+    xfer(c.sock, &theirs, sizeof(theirs), 0);
+    connect_qp(&c, &theirs, mine.psn);
+
+    if (pid == 0)
+        return client(&c, &theirs) ? 0 : 1;
+    server(&c);
+    int status;
+    if (waitpid(pid, &status, 0) < 0)
+        die("waitpid: %s", strerror(errno));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}

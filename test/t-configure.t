@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Bad configure input stops with a one-line message that says what to do.
+. "$(dirname "$0")/lib.sh"
+plan 4
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+EXPECT_TIMEOUT=120
+expect_output 1 'nonexistent/mpich does not exist; give an MPICH 4.0.2' "missing --with-mpich-source" -- \
+    env -C "$W" "$TOP/configure" --with-mpich-source=/nonexistent/mpich
+mkdir -p "$W/mpich-4.1.0/maint"
+echo 'm4_define([MPICH_VERSION_m4],[4.1.0])dnl' > "$W/mpich-4.1.0/maint/version.m4"
+expect_output 1 'found MPICH 4.1.0 .*needs MPICH 4.0.2' "MPICH other than 4.0.2 (directory)" -- \
+    env -C "$W" "$TOP/configure" --with-mpich-source="$W/mpich-4.1.0"
+tar -C "$W" -czf "$W/mpich-4.1.0.tar.gz" mpich-4.1.0
+expect_output 1 'found MPICH 4.1.0 .*needs MPICH 4.0.2' "MPICH other than 4.0.2 (tarball)" -- \
+    env -C "$W" "$TOP/configure" --with-mpich-source="$W/mpich-4.1.0.tar.gz"
+mkdir -p "$W/empty"
+expect_output 1 'is not an MPICH source tree' "a directory that is not MPICH" -- \
+    env -C "$W" "$TOP/configure" --with-mpich-source="$W/empty"
+done_testing

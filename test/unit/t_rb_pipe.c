@@ -1,0 +1,687 @@
+/*
+ * t_rb_pipe: unit tests of rb_pipe over an in-memory transport.
+ *
+ * Pipes A and B form one full-duplex connection.  Each side's stage images
+ * the peer's ring; ops->write copies stage[off, off+len) into the peer's
+ * ring at once, or (defer) queues it to land later byte by byte in address
+ * order, like an RDMA write; ops->credit and ops->head store into the peer's
+ * tail and head words.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "rb_pipe.h"
+#include "tap.h"
+
+#define QMAX 4096
+#define BUFMAX 8192
+
+typedef struct side side_t;
+struct side {
+    rb_pipe_t p;
+    uint8_t *stage, *ring;
+    uint64_t tail_word, head_word;      /* stored by the peer's credit/head */
+    side_t *peer;
+    int defer;
+    struct {
+        size_t off, len;
+    } q[QMAX];                  /* deferred writes, q[qh..qt) */
+    unsigned qh, qt;
+    size_t qdone;               /* bytes of q[qh] landed */
+    unsigned long writes, credits, heads, landed;
+};
+
+static side_t A, B;
+
+static int t_write(void *ctx, size_t off, size_t len)
+{
+    side_t *s = ctx;
+
+    s->writes++;
+    if (!s->defer) {
+        memcpy(s->peer->ring + off, s->stage + off, len);
+        return 0;
+    }
+    if (s->qt - s->qh == QMAX)
+        return -1;
+    s->q[s->qt % QMAX].off = off;
+    s->q[s->qt++ % QMAX].len = len;
+    return 0;
+}
+
+static int t_credit(void *ctx, uint64_t tail)
+{
+    side_t *s = ctx;
+
+    s->credits++;
+    s->peer->tail_word = tail;
+    return 0;
+}
+
+static int t_head(void *ctx, uint64_t head)
+{
+    side_t *s = ctx;
+
+    s->heads++;
+    s->peer->head_word = head;
+    return 0;
+}
+
+static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head };
+
+/* Land one deferred byte; 0 when nothing is pending. */
+static int t_land_byte(side_t * s)
+{
+    size_t at;
+
+    if (s->qh == s->qt)
+        return 0;
+    at = s->q[s->qh % QMAX].off + s->qdone;
+    s->peer->ring[at] = s->stage[at];
+    if (++s->qdone == s->q[s->qh % QMAX].len) {
+        s->qdone = 0;
+        s->qh++;
+        s->landed++;
+    }
+    return 1;
+}
+
+static uint8_t *t_zalloc(size_t n)
+{
+    uint8_t *b = aligned_alloc(64, n);
+
+    if (b)
+        memset(b, 0, n);
+    return b;
+}
+
+static rb_config_t t_cfg(size_t ring, size_t chunk, size_t maxf, size_t thr, rb_mode_t mode)
+{
+    rb_config_t c = { ring, chunk, maxf, thr, mode, 0 };
+
+    return c;
+}
+
+static int side_init(side_t * s, side_t * peer, const rb_config_t * cfg)
+{
+    free(s->stage);
+    free(s->ring);
+    memset(s, 0, sizeof(*s));
+    s->peer = peer;
+    s->stage = t_zalloc(cfg->ring_size);
+    s->ring = t_zalloc(cfg->ring_size);
+    if (!s->stage || !s->ring)
+        return -1;
+    return rb_pipe_init(&s->p, cfg, &t_ops, s, s->stage, &s->tail_word, s->ring,
+                        &s->head_word);
+}
+
+static int pair_init(const rb_config_t * cfg)
+{
+    return side_init(&A, &B, cfg) || side_init(&B, &A, cfg) ? -1 : 0;
+}
+
+/* ---- deterministic data ---- */
+
+static uint64_t rng = 88172645463325252ULL;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    return rng ^= rng << 17;
+}
+
+static size_t rnd_in(size_t lo, size_t hi)
+{
+    return lo + rnd() % (hi - lo + 1);
+}
+
+static uint8_t pat(int dir, uint64_t i)
+{
+    return (uint8_t) (((i + 1) * 0x9E3779B97F4A7C15ULL + (uint64_t) dir * 0x632BE5AB) >> 56);
+}
+
+/* Split buf[0, len) into 1..max iov entries at random cuts, some empty. */
+static int iov_split(uint8_t * buf, size_t len, struct iovec *iov, int max)
+{
+    int n = (int) rnd_in(1, max), i;
+    size_t off = 0, k;
+
+    for (i = 0; i < n; i++) {
+        k = i == n - 1 ? len - off : rnd() % 4 ? rnd_in(0, (len - off) / 2) : 0;
+        iov[i].iov_base = buf + off;
+        iov[i].iov_len = k;
+        off += k;
+    }
+    return n;
+}
+
+static size_t put1(side_t * s, const void *buf, size_t len)
+{
+    struct iovec v = { (void *) buf, len };
+    size_t nb = 0;
+
+    return rb_pipe_putv(&s->p, &v, 1, &nb) ? 0 : nb;
+}
+
+static size_t get1(side_t * s, void *buf, size_t len)
+{
+    struct iovec v = { buf, len };
+    size_t nb = 0;
+
+    return rb_pipe_getv(&s->p, &v, 1, &nb) ? 0 : nb;
+}
+
+/* ---- flows: one direction of patterned bytes, verified on arrival ---- */
+
+typedef struct flow {
+    side_t *tx, *rx;
+    int dir;
+    uint64_t total, sent, rcvd;
+    int bad;                    /* corrupt bytes or errors */
+} flow_t;
+
+static int flow_put(flow_t * f, size_t maxlen, int maxiov)
+{
+    uint8_t buf[BUFMAX];
+    struct iovec iov[64];
+    size_t len = rnd_in(0, maxlen), k, nb;
+    int n;
+
+    if (len > f->total - f->sent)
+        len = f->total - f->sent;
+    for (k = 0; k < len; k++)
+        buf[k] = pat(f->dir, f->sent + k);
+    n = iov_split(buf, len, iov, maxiov);
+    f->bad += rb_pipe_putv(&f->tx->p, iov, n, &nb) != RB_OK;
+    f->sent += nb;
+    return nb > 0;
+}
+
+static int flow_get(flow_t * f, size_t maxlen, int maxiov)
+{
+    uint8_t buf[BUFMAX];
+    struct iovec iov[64];
+    size_t len = rnd_in(0, maxlen), k, nb;
+    int n = iov_split(buf, len, iov, maxiov);
+
+    memset(buf, 0xa5, len);
+    f->bad += rb_pipe_getv(&f->rx->p, iov, n, &nb) != RB_OK;
+    for (k = 0; k < nb; k++)
+        f->bad += buf[k] != pat(f->dir, f->rcvd + k);
+    f->rcvd += nb;
+    return nb > 0;
+}
+
+/* Run flows to completion; -1 on corruption or 2000 idle rounds. */
+static int flows_run(flow_t * f, int nf, size_t maxlen, int maxiov)
+{
+    int idle = 0, i, busy = 1;
+
+    while (busy) {
+        int moved = 0;
+
+        for (i = 0, busy = 0; i < nf; i++) {
+            moved |= flow_put(&f[i], maxlen, maxiov);
+            moved |= flow_get(&f[i], maxlen, maxiov);
+            if (f[i].bad)
+                return -1;
+            busy |= f[i].rcvd < f[i].total;
+        }
+        idle = moved ? 0 : idle + 1;
+        if (idle > 2000)
+            return -1;
+    }
+    return 0;
+}
+
+/* fill: put until no sender has space; else get until all sent arrived. */
+static int flows_settle(flow_t * f, int nf, int fill)
+{
+    int i, left = 1, rounds = 0;
+
+    while (left && rounds++ < 100000)
+        for (i = 0, left = 0; i < nf; i++) {
+            if (fill) {
+                flow_put(&f[i], BUFMAX, 4);
+                left |= rb_pipe_tx_space(&f[i].tx->p) > 0;
+            } else {
+                flow_get(&f[i], BUFMAX, 4);
+                left |= f[i].rcvd < f[i].sent;
+            }
+            left |= f[i].bad;
+        }
+    return left ? -1 : 0;
+}
+
+static void flows_init(flow_t * f, uint64_t total)
+{
+    flow_t ab = { &A, &B, 0, total, 0, 0, 0 }, ba = { &B, &A, 1, total, 0, 0, 0 };
+
+    f[0] = ab;
+    f[1] = ba;
+}
+
+/* ---- tests ---- */
+
+static void t_config(void)
+{
+    static const rb_config_t bad[] = {
+        {3000, 64, 1024, 1024, 0, 0}, {128, 64, 64, 64, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0}, {4096, 32, 1024, 1024, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0}, {4096, 64, 1000, 1024, 0, 0},
+        {4096, 64, 0, 1024, 0, 0}, {4096, 64, 4096, 64, 0, 0},
+        {4096, 64, 1024, 32, 0, 0}, {4096, 64, 1024, 3500, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0}, {4096, 64, 1024, 1024, 0, 2},
+    };
+    static const char *const field[] = {
+        "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
+        "max_frame", "max_frame", "credit_threshold", "credit_threshold", "mode",
+        "completion_driven",
+    };
+    rb_config_t good = t_cfg(4096, 64, 1024, 3072, RB_MODE_BASIC);
+    const char *what = "unset";
+    size_t i;
+
+    ok(rb_config_check(&good, &what) == RB_OK && what == NULL, "config: valid one accepted");
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = rb_config_check(&bad[i], &what);
+
+        ok(rc == RB_ERR_INVAL && what && !strcmp(what, field[i]),
+           "config: case %zu rejected naming %s (got %s)", i, field[i], what ? what : "NULL");
+    }
+    ok(rb_config_check(NULL, &what) == RB_ERR_INVAL && !strcmp(what, "cfg"),
+       "config: NULL rejected");
+}
+
+static void t_init(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_BASIC);
+    rb_xport_ops_t nocredit = { t_write, NULL, t_head };
+    rb_pipe_t p;
+    uint64_t w = 0;
+
+    ok(pair_init(&c) == 0, "init: basic pair");
+    is_int(rb_pipe_init(&p, &c, &nocredit, NULL, A.stage, &w, A.ring, &w), RB_ERR_INVAL,
+           "init: ops without credit rejected");
+    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage, &w, A.ring, NULL), RB_ERR_INVAL,
+           "init: basic mode without head word rejected");
+    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage + 4, &w, A.ring, &w), RB_ERR_INVAL,
+           "init: misaligned stage rejected");
+}
+
+static void t_small(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    struct iovec empty[3] = { {NULL, 0}, {NULL, 0}, {NULL, 0} };
+    char out[64] = { 0 };
+    uint8_t big[5000], back[5000];
+    size_t nb = 7, k;
+    int ty = -1;
+    const void *v;
+
+    pair_init(&c);
+    ok(rb_pipe_putv(&A.p, NULL, 0, &nb) == RB_OK && nb == 0, "zero-length putv (n = 0)");
+    nb = 7;
+    ok(rb_pipe_putv(&A.p, empty, 3, &nb) == RB_OK && nb == 0 && A.writes == 0,
+       "zero-length putv (empty entries) writes nothing");
+    nb = 7;
+    ok(rb_pipe_getv(&B.p, empty, 3, &nb) == RB_OK && nb == 0, "zero-length getv");
+    is_size(get1(&B, out, sizeof(out)), 0, "getv on an empty ring returns 0");
+    is_int(rb_pipe_peek(&B.p, &ty, &v, &nb), 0, "peek on an empty ring returns 0");
+    is_int(rb_pipe_consume(&B.p, 0), RB_ERR_INVAL, "consume without a frame is an error");
+    is_size(put1(&A, "hello", 5), 5, "putv of 5 bytes");
+    ok(rb_pipe_peek(&B.p, &ty, &v, &nb) == 1 && ty == RB_FRAME_DATA && nb == 5
+       && !memcmp(v, "hello", 5), "peek shows the DATA frame");
+    ok(get1(&B, out, 3) == 3 && get1(&B, out + 3, sizeof(out)) == 2 && !memcmp(out, "hello", 5),
+       "partial getv then the rest");
+    for (k = 0; k < sizeof(big); k++)
+        big[k] = pat(3, k);
+    nb = put1(&A, big, sizeof(big));
+    ok(nb > 0 && nb < sizeof(big) && rb_pipe_tx_space(&A.p) == 0,
+       "partial putv: %zu of %zu bytes fill the ring", nb, sizeof(big));
+    ok(get1(&B, back, sizeof(back)) == nb && !memcmp(big, back, nb)
+       && put1(&A, big + nb, sizeof(big) - nb) == sizeof(big) - nb
+       && get1(&B, back + nb, sizeof(back)) == sizeof(big) - nb && !memcmp(big, back, sizeof(big)),
+       "the rest after the receiver drained");
+}
+
+static void t_many_iov(void)
+{
+    rb_config_t c = t_cfg(8192, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t src[4096] = { 0 }, dst[4096] = { 0 };
+    struct iovec iv[64], ov[64];
+    size_t total = 0, nb = 0, k;
+    int i;
+
+    pair_init(&c);
+    for (i = 0; i < 64; i++) {
+        size_t len = i % 5 == 3 ? 0 : rnd_in(1, 100);
+
+        iv[i].iov_base = src + total;
+        iv[i].iov_len = len;
+        total += len;
+    }
+    for (k = 0; k < total; k++)
+        src[k] = pat(7, k);
+    for (i = 0, k = 0; i < 64; i++) {   /* 64 pieces, another split */
+        size_t len = i == 63 ? total - k : rnd_in(0, (total - k) / 8);
+
+        ov[i].iov_base = dst + k;
+        ov[i].iov_len = len;
+        k += len;
+    }
+    ok(rb_pipe_putv(&A.p, iv, 64, &nb) == RB_OK && nb == total,
+       "putv gathers 64 entries (%zu bytes)", total);
+    nb = 0;
+    ok(rb_pipe_getv(&B.p, ov, 64, &nb) == RB_OK && nb == total && !memcmp(src, dst, total),
+       "getv scatters into 64 entries");
+}
+
+static void t_full(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    flow_t f[2];
+    uint64_t stalls;
+
+    pair_init(&c);
+    flows_init(f, 1 << 20);
+    flows_settle(f, 1, 1);
+    stalls = A.p.stats.full_stalls;
+    ok(rb_pipe_tx_space(&A.p) == 0 && f[0].sent > 0 && f[0].sent < 4096,
+       "ring full after %llu bytes", (unsigned long long) f[0].sent);
+    is_size(put1(&A, "x", 1), 0, "putv on a full ring accepts 0 bytes");
+    ok(A.p.stats.full_stalls > stalls, "full ring counted as a stall");
+    while (f[0].rcvd < 100)
+        flow_get(&f[0], 100 - f[0].rcvd, 1);
+    is_size(rb_pipe_tx_space(&A.p), 0, "no space before the credit threshold");
+    ok(flows_settle(f, 1, 0) == 0 && B.credits > 0
+       && rb_pipe_tx_space(&A.p) > c.ring_size - c.credit_threshold,
+       "drained: credits return the ring");
+    ok(flows_run(f, 1, 3000, 8) == 0, "stream continues and verifies");
+}
+
+static void t_stream(rb_mode_t mode, const char *name)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, mode);
+    flow_t f[2];
+
+    pair_init(&c);
+    flows_init(f, 1 << 20);
+    ok(flows_run(f, 2, 3000, 8) == 0, "%s: 1 MiB each way, random sizes and iov splits", name);
+    ok(A.p.tx.head / c.ring_size > 100 && B.p.tx.head / c.ring_size > 100,
+       "%s: rings wrapped %llu times", name, (unsigned long long) (A.p.tx.head / c.ring_size));
+    if (mode == RB_MODE_BASIC) {
+        ok(A.heads == A.p.stats.frames_tx && B.heads == B.p.stats.frames_tx,
+           "basic: one head write per frame (%lu)", A.heads);
+        ok(B.credits == B.p.stats.frames_rx && A.credits == A.p.stats.frames_rx
+           && B.p.stats.frames_rx == A.p.stats.frames_tx,
+           "basic: one credit write per frame (%lu)", B.credits);
+    }
+}
+
+static void t_coalesce(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 2048, RB_MODE_PIGGYBACK);
+    flow_t f[2];
+    unsigned long n0;
+
+    pair_init(&c);
+    flows_init(f, 1 << 20);
+    ok(flows_run(f, 1, 200, 2) == 0, "one-way stream of small messages");
+    ok(B.credits > 0 && B.credits * 8 < A.p.stats.frames_tx,
+       "credits coalesced: %lu credit writes for %llu frames", B.credits,
+       (unsigned long long) A.p.stats.frames_tx);
+    n0 = B.credits + (B.p.rx.tail != B.p.rx.tail_sent);
+    ok(rb_pipe_flush_credit(&B.p) == RB_OK && rb_pipe_flush_credit(&B.p) == RB_OK
+       && B.credits == n0 && A.tail_word == B.p.rx.tail, "flush_credit publishes the tail once");
+}
+
+static void t_pingpong(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t m[200], r[200];
+    int i, good = 1;
+
+    pair_init(&c);
+    for (i = 0; i < 1000 && good; i++) {
+        size_t len = rnd_in(1, sizeof(m)), k;
+        side_t *s = i & 1 ? &B : &A;
+
+        for (k = 0; k < len; k++)
+            m[k] = (uint8_t) rnd();
+        good = put1(s, m, len) == len && get1(s->peer, r, sizeof(r)) == len
+            && !memcmp(m, r, len);
+    }
+    ok(good, "ping-pong: 1000 messages");
+    ok(A.credits == 0 && B.credits == 0, "ping-pong: credits all piggybacked (%lu, %lu)",
+       A.credits, B.credits);
+}
+
+static void t_both_full(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 3072, RB_MODE_PIGGYBACK);
+    flow_t f[2];
+
+    pair_init(&c);
+    flows_init(f, 1 << 18);
+    ok(flows_settle(f, 2, 1) == 0 && !rb_pipe_tx_space(&A.p) && !rb_pipe_tx_space(&B.p),
+       "both rings full at once");
+    ok(flows_settle(f, 2, 0) == 0, "both sides drain");
+    ok(rb_pipe_tx_space(&A.p) > 0 && rb_pipe_tx_space(&B.p) > 0,
+       "both drained: both sides can send again (no credit deadlock)");
+    ok(flows_run(f, 2, BUFMAX, 4) == 0, "both streams complete and verify");
+}
+
+/* Land A's deferred writes byte by byte.  After each byte B may show only a
+ * frame whose bytes all hold their final values (a byte still in flight may
+ * already hold it: then it is landed in all but name).  Returns the frames
+ * shown early. */
+static int land_all(void)
+{
+    int ty, early = 0;
+    const void *v;
+    size_t len;
+
+    while (t_land_byte(&A)) {
+        int shown = rb_pipe_peek(&B.p, &ty, &v, &len) == 1;
+        long ahead = (long) (B.p.stats.frames_rx - A.landed);
+        size_t off = A.q[A.qh % QMAX].off;
+
+        if (shown && ahead >= 0)
+            early += ahead > 0 || A.qh == A.qt
+                || memcmp(B.ring + off, A.stage + off, A.q[A.qh % QMAX].len);
+    }
+    return early;
+}
+
+static void t_deferred(void)
+{
+    rb_config_t c = t_cfg(2048, 64, 512, 512, RB_MODE_PIGGYBACK);
+    flow_t f[2];
+    int early = 0, idle = 0;
+
+    pair_init(&c);
+    A.defer = 1;
+    flows_init(f, 1 << 17);
+    while (f[0].rcvd < f[0].total && idle < 100) {
+        flow_put(&f[0], 700, 3);
+        early += land_all();
+        idle = flow_get(&f[0], 900, 3) ? 0 : idle + 1;
+    }
+    ok(f[0].rcvd == f[0].total && !f[0].bad, "deferred byte-wise landing: stream verifies");
+    is_int(early, 0, "deferred: no frame accepted before its last byte landed");
+}
+
+static uint32_t seq_next(uint32_t s)
+{
+    return s + 1 ? s + 1 : 1;
+}
+
+static size_t pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+/* Store v at ring offset at if that word lies in payload m (ring offset
+ * base, len bytes). */
+static void plant(uint8_t * m, size_t base, size_t len, size_t at, uint64_t v)
+{
+    if (at >= base && at + 8 <= base + len)
+        memcpy(m + at - base, &v, 8);
+}
+
+/* Payloads carry, where later frames' head and tail flags will be read,
+ * exactly those flags (alt 1; odd frames), or, where a head flag torn after
+ * 1..3 bytes points its tail, that torn flag (even frames).  Frames land
+ * byte by byte; B must never accept one early.  Crosses the seq wrap with a
+ * frame long enough for a torn flag to misread its len. */
+static void t_alias(void)
+{
+    enum { N = 600, R = 1024, AHEAD = 40 };
+    rb_config_t c = t_cfg(R, 64, 256, 64, RB_MODE_PIGGYBACK);
+    static size_t pos[N], len[N];
+    static uint32_t seq[N];
+    uint64_t head = 0;
+    uint8_t m[256], r[256];
+    int i, j, early = 0, good = 1;
+
+    pair_init(&c);
+    A.defer = 1;
+    A.p.tx.seq = B.p.rx.seq = seq[0] = 0xfffffff0u;
+    for (i = 0; i < N; i++) {   /* the frames putv will make, as the header says */
+        size_t off = head % R, span;
+
+        len[i] = i == 16 ? 100 : rnd_in(1, 232);
+        span = (24 + pad8(len[i]) + 63) & ~(size_t) 63;
+        if (off + span > R)
+            len[i] = R - off - 24, span = R - off;
+        pos[i] = off;
+        head += span;
+        if (i + 1 < N)
+            seq[i + 1] = seq_next(seq[i]);
+    }
+    for (i = 0; i < N && good; i++) {
+        for (j = 0; j < (int) len[i]; j++)
+            m[j] = (uint8_t) rnd();
+        for (j = i + AHEAD < N ? i + AHEAD : N - 1; j > i; j--) {
+            uint64_t flag = (uint64_t) seq[j] << 32 | len[j] << 2 | 1, t;
+            int k;
+
+            if (j & 1) {        /* the flags themselves */
+                plant(m, pos[i] + 16, len[i], pos[j], flag);
+                plant(m, pos[i] + 16, len[i], pos[j] + 16 + pad8(len[j]), flag);
+            } else              /* the head flag torn after k bytes */
+                for (k = 1; k < 4; k++) {
+                    t = flag & ((UINT64_C(1) << 8 * k) - 1);
+                    if (pad8(t >> 2 & RB_LEN_MAX) != pad8(len[j]))
+                        plant(m, pos[i] + 16, len[i], pos[j] + 16 + pad8(t >> 2 & RB_LEN_MAX), t);
+                }
+        }
+        good = put1(&A, m, len[i]) == len[i] && A.p.stats.frames_tx == (uint64_t) i + 1;
+        early += land_all();
+        good = good && get1(&B, r, sizeof(r)) == len[i] && !memcmp(m, r, len[i]);
+    }
+    ok(good && i == N, "aliasing payloads: %d frames delivered intact", i);
+    is_int(early, 0, "aliasing payloads: no frame accepted early");
+    ok(A.p.tx.seq < 0xfffffff0u && A.p.tx.seq == B.p.rx.seq, "seq wrapped (skipping 0)");
+}
+
+static void t_completion(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    char out[16] = { 0 };
+    size_t nb;
+
+    c.completion_driven = 1;
+    pair_init(&c);
+    put1(&A, "abc", 3);
+    put1(&A, "defg", 4);
+    is_size(get1(&B, out, sizeof(out)), 0, "completion-driven: frames invisible before landed");
+    rb_pipe_landed(&B.p);
+    ok(get1(&B, out, sizeof(out)) == 3 && !memcmp(out, "abc", 3),
+       "completion-driven: one landed, one frame visible");
+    rb_pipe_landed(&B.p);
+    ok(get1(&B, out, sizeof(out)) == 4 && !memcmp(out, "defg", 4), "completion-driven: second");
+    rb_pipe_landed(&B.p);
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 1 }, 1, &nb), RB_ERR_PROTO,
+           "completion-driven: landed without a frame is a protocol error");
+}
+
+static void t_ctrl(void)
+{
+    rb_config_t c = t_cfg(1024, 64, 256, 256, RB_MODE_PIGGYBACK);
+    char out[256], big[200];
+    int ty = -1, sent = 0;
+    const void *v;
+    size_t len;
+    uint64_t pads;
+
+    pair_init(&c);
+    put1(&A, "hello", 5);
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "ctl", 3, &sent) == RB_OK && sent, "put_ctrl");
+    put1(&A, "world", 5);
+    ok(get1(&B, out, sizeof(out)) == 5 && get1(&B, out, sizeof(out)) == 0,
+       "getv stops at the CTRL frame");
+    ok(rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && ty == RB_FRAME_CTRL && len == 3
+       && !memcmp(v, "ctl", 3), "peek returns the CTRL frame");
+    ok(rb_pipe_consume(&B.p, 1) == RB_OK && rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && len == 2
+       && rb_pipe_consume(&B.p, 3) == RB_ERR_INVAL && rb_pipe_consume(&B.p, 2) == RB_OK,
+       "consume in parts; over-consume rejected");
+    ok(get1(&B, out, sizeof(out)) == 5 && !memcmp(out, "world", 5), "DATA after CTRL");
+    while (A.p.tx.head % c.ring_size != c.ring_size - 64)       /* one chunk left */
+        put1(&A, "x", 1), get1(&B, out, sizeof(out));
+    memset(big, 'c', sizeof(big));
+    pads = A.p.stats.frames_tx;
+    ok(rb_pipe_put_ctrl(&A.p, 7, big, sizeof(big), &sent) == RB_OK && sent
+       && A.p.stats.frames_tx == pads + 2, "CTRL at the ring end goes after a PAD frame");
+    ok(rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && ty == 7 && len == sizeof(big)
+       && !memcmp(v, big, len) && rb_pipe_consume(&B.p, len) == RB_OK,
+       "PAD frame skipped; CTRL type 7 intact");
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_DATA, "x", 1, &sent) == RB_ERR_INVAL
+       && rb_pipe_put_ctrl(&A.p, RB_FRAME_PAD, "x", 1, &sent) == RB_ERR_INVAL
+       && rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, out, 233, &sent) == RB_ERR_INVAL,
+       "put_ctrl rejects DATA, PAD and oversize");
+    while (put1(&A, big, sizeof(big)))
+        continue;
+    sent = 1;
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "z", 1, &sent) == RB_OK && !sent,
+       "put_ctrl on a full ring sends nothing");
+}
+
+static void t_proto(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint64_t bad = (uint64_t) 1 << 32 | 2000 << 2 | 1;
+    char out[8];
+    size_t nb;
+
+    pair_init(&c);
+    memcpy(B.ring, &bad, 8);
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 8 }, 1, &nb), RB_ERR_PROTO,
+           "frame longer than max_frame is a protocol error");
+}
+
+int main(void)
+{
+    t_config();
+    t_init();
+    t_small();
+    t_many_iov();
+    t_full();
+    t_stream(RB_MODE_PIGGYBACK, "piggyback");
+    t_stream(RB_MODE_BASIC, "basic");
+    t_coalesce();
+    t_pingpong();
+    t_both_full();
+    t_deferred();
+    t_alias();
+    t_completion();
+    t_ctrl();
+    t_proto();
+    free(A.stage);
+    free(A.ring);
+    free(B.stage);
+    free(B.ring);
+    return done_testing();
+}
