@@ -45,17 +45,22 @@ peer_prefix() {
     echo "$p"
 }
 
+# Is the build installed (the lead's build of it finished)?
+build_ready() {
+    case " $DEBIAN_PEERS " in *" $1 "*) peer_installed "$1" ;; *) [ -x "$CACHE/4.0.2/$1/bin/mpichversion" ] ;; esac
+}
+
 # prefix_of BUILD [wait]: installed prefix of a build; with "wait", poll
 # every minute until the lead's build of it has finished.
 prefix_of() {
-    local p=$CACHE/4.0.2/$1 n=0
+    local n=0
     case " $DEBIAN_PEERS " in *" $1 "*) peer_prefix "$1"; return ;; esac
-    while [ ! -x "$p/bin/mpichversion" ]; do
-        [ "${2-}" = wait ] || die "no ch3:$1 build in $p (run make / make baselines in $TOP, or wait for it)"
-        [ $((n % 10)) = 0 ] && log "waiting for ch3:$1 ($p/bin/mpichversion); polling every minute"
+    until build_ready "$1"; do
+        [ "${2-}" = wait ] || die "no ch3:$1 build in $CACHE/4.0.2/$1 (run make / make baselines in $TOP, or wait for it)"
+        [ $((n % 10)) = 0 ] && log "waiting for ch3:$1 ($CACHE/4.0.2/$1/bin/mpichversion); polling every minute"
         n=$((n + 1)); sleep 60
     done
-    (cd "$p" && pwd -P)
+    (cd "$CACHE/4.0.2/$1" && pwd -P)
 }
 
 # What identifies the MPI of a prefix: rebuild what was built with another.

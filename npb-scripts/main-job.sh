@@ -48,8 +48,16 @@ ensure_mpich() {
     fi
 }
 
+# The first spec whose build is installed, else the first one (whose build
+# prefix_of then waits for): runs start as soon as any build is there.
+next_ready() {
+    local spec
+    for spec in "$@"; do build_ready "$(spec_build "$spec")" && { echo "$spec"; return; }; done
+    echo "$1"
+}
+
 main() {
-    local spec base p failed="" bases="" built="" b
+    local spec base p failed="" bases="" built="" pending b
     CLASSES=A NP="4 2" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200
     WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" HELP=""
     parse_options "classes np builds reps benchmarks timeout out" "with-debian-peers wait-builds vm help" "$@"
@@ -72,7 +80,10 @@ main() {
     # shellcheck disable=SC2086
     [ -n "$WAIT_BUILDS" ] || ensure_mpich $bases
 
-    for spec in $BUILDS; do
+    pending=$BUILDS
+    while [ -n "$pending" ]; do
+        spec=$(next_ready $pending)
+        pending=$(echo " $pending " | sed "s| $spec | |; s|^ *||; s| *$||")
         base=$(spec_build "$spec")
         [[ " $failed " != *" $base "* ]] || continue
         p=$(prefix_of "$base" wait)

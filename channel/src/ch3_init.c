@@ -2,6 +2,28 @@
  * ch3_init.c -- CH3 lifecycle and VC/PG hooks of ch3:rdma.
  */
 #include "mpidi_ch3_impl.h"
+#include <unistd.h>
+
+/* Print the channel's own one-line diagnosis (the innermost "[ch3:rdma]"
+ * entry of the error stack) and give hydra time to forward it: its abort
+ * path can drop output that is still in the pipe.  A bad tunable or a
+ * missing device fails every rank alike, so the others wait for rank 0. */
+static void report_init_failure(int mpi_errno, int pg_rank)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    const char *d = NULL, *p;
+
+    if (pg_rank != 0)
+        sleep(3);
+    MPIR_Err_get_string(mpi_errno, msg, sizeof(msg), NULL);
+    for (p = msg; (p = strstr(p, "[ch3:rdma]")) != NULL; p++)
+        d = p;
+    if (d) {
+        fprintf(stderr, "%.*s\n", (int) strcspn(d, "\n"), d);
+        fflush(stderr);
+        usleep(500000);
+    }
+}
 
 int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t * pg_p, int pg_rank)
 {
@@ -15,6 +37,7 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t * pg_p, int pg_rank)
   fn_exit:
     return mpi_errno;
   fn_fail:
+    report_init_failure(mpi_errno, pg_rank);
     goto fn_exit;
 }
 

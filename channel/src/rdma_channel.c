@@ -339,7 +339,7 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
 
         if (i == pg_rank)
             continue;
-        MPIR_ERR_CHKANDJUMP2(!local && !strcmp(t, "shm"), mpi_errno, MPI_ERR_OTHER,
+        MPIR_ERR_CHKANDJUMP1(!local && !strcmp(t, "shm"), mpi_errno, MPI_ERR_OTHER,
                              "**ch3|rdma|init", "**ch3|rdma|init %s",
                              "MPIR_CVAR_CH3_RDMA_TRANSPORT=shm but the job spans several nodes");
         vc->ch.conn.ops = xports[k].ops;

@@ -19,8 +19,8 @@
  * object with conn_of(rank) (NULL: the REQ is ignored and the initiator times
  * out), creates the same if needed, goes RTR+RTS and answers REP.  The
  * initiator goes RTR+RTS on REP, sends RTU and is READY; the responder is
- * READY on RTU, or on the first RC completion of the connection (the RTU is
- * then lost or late: the initiator already writes).
+ * READY on RTU or, completion-driven, on the first receive completion of the
+ * connection (the RTU is late or lost and the initiator already writes).
  *   Simultaneous connects: both sides sent REQ with their existing QP.  The
  * REQ of the lower rank wins: the lower rank ignores the higher rank's REQ,
  * the higher rank answers the lower rank's REQ as a responder, with the QP it
@@ -60,12 +60,25 @@
  * credit/head/keepalive writes so credit updates can always be posted.
  * Every RDMA_VERBS_SIG_EVERY-th WR is signalled, and every WR once the queue
  * is nearly full, so a full queue always ends in a signalled WR.  With no
- * free slot, writes poll the CQ (bounded by prm->timeout).
+ * free slot, writes poll the CQ (bounded by prm->timeout).  Stage bytes of
+ * a non-inline write are rewritten only after the peer returned their
+ * credit, i.e. after the write landed, so no completion is needed for that.
  *
- * Liveness.  A peer that died while we wait for credits leaves nothing in
- * flight to fail, so progress() rewrites the last credit value (idempotent,
- * no immediate) on idle READY connections every timeout/4 s; its retry
- * exhaustion reports the dead peer.
+ * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
+ * from prm->timeout (16..18), rnr_retry 7.  A peer that died while we wait
+ * for credits leaves nothing in flight to fail, so progress() rewrites the
+ * last credit value (idempotent, no immediate) on READY connections without
+ * a signalled WR in flight every timeout/4 s; its retry exhaustion reports
+ * the dead peer (IBV_WC_RETRY_EXC_ERR -> RDMA_XPORT_EPEER).
+ *
+ * Test hook: CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1 (read by open) makes the
+ * local in-order answer 1, to measure flag polling on devices (rxe) that do
+ * not promise it.  Never for production.
+ *
+ * Queries for the channel (declare them in rdma_xport.h):
+ * rdma_xport_verbs_mode(c) -> "flag-poll" | "write-imm" | "unknown", and
+ * rdma_xport_verbs_describe(c, buf, len) -> one line with the mode, both
+ * in-order answers, inline granted, max_rd_atomic, MTU and queue depths.
  *
  * Stale completions.  wr_id = (generation << 32) | slot: completions of a
  * closed connection still in the CQ are recognised and dropped.
@@ -101,7 +114,11 @@ enum {
     RDMA_VERBS_RQ_RESERVE = 16,
     RDMA_VERBS_SIG_EVERY = 16,
     RDMA_VERBS_POLL_BATCH = 32,
-    RDMA_VERBS_CQ_BASE = 256
+    RDMA_VERBS_CQ_BASE = 256,
+    /* 6, not 7: rxe (kernel 6.1) never decrements a retry_cnt of 7, so a
+     * dead peer would be retried forever (IB says 7 means 7 retries; only
+     * rnr_retry 7 is infinite) */
+    RDMA_VERBS_RETRY_CNT = 6
 };
 
 /* rdma_verbs_post_write flags */
@@ -199,17 +216,12 @@ static double rdma_verbs_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void rdma_verbs_err_vset(char *buf, size_t len, const char *fmt, va_list ap)
-{
-    vsnprintf(buf, len, fmt, ap);
-}
-
 static void __attribute__((format(printf, 3, 4)))
 rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rdma_verbs_err_vset(buf, len, fmt, ap);
+    vsnprintf(buf, len, fmt, ap);
     va_end(ap);
 }
 
@@ -221,21 +233,16 @@ static uint32_t rdma_verbs_hash(const char *s)
     return h;
 }
 
+/* Zeroed, page-aligned, registered (never with RELAXED_ORDERING). */
 static int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
 {
-    m->buf = NULL;
-    if (posix_memalign(&m->buf, (size_t) sysconf(_SC_PAGESIZE), len)) {
+    if (posix_memalign(&m->buf, (size_t) sysconf(_SC_PAGESIZE), len))
         m->buf = NULL;
-        return RDMA_XPORT_ENOMEM;
+    if (m->buf) {
+        memset(m->buf, 0, len);
+        m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
     }
-    memset(m->buf, 0, len);
-    m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
-    if (!m->mr) {
-        free(m->buf);
-        m->buf = NULL;
-        return RDMA_XPORT_ENOMEM;
-    }
-    return RDMA_XPORT_OK;
+    return m->buf && m->mr ? RDMA_XPORT_OK : RDMA_XPORT_ENOMEM;
 }
 
 static void rdma_verbs_mem_free(rdma_verbs_mem_t * m)
@@ -300,8 +307,8 @@ static int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen)
     if (xp->ctx)
         return RDMA_XPORT_OK;
     rdma_verbs_err_set(err, errlen, "no RDMA device with an active port (ibv_get_device_list "
-                       "found %d devices; wanted device '%s' port %d); check ibv_devinfo, "
-                       "'rdma link' and the device/port settings", n,
+                       "found %d devices; wanted device %s, port %d (0 = any)); check "
+                       "ibv_devinfo, 'rdma link' and the device/port settings", n,
                        want && *want ? want : "any", xp->prm.port);
     return RDMA_XPORT_ENODEV;
 }
@@ -341,7 +348,7 @@ static int rdma_verbs_gid_pick(rdma_xport_t * xp)
 static int rdma_verbs_qp_timeout(double seconds)
 {
     int t = 18;
-    while (t > 16 && 8 * 4.096e-6 * (double) (1u << t) > seconds)
+    while (t > 16 && (RDMA_VERBS_RETRY_CNT + 1) * 4.096e-6 * (double) (1u << t) > seconds)
         t--;
     return t;
 }
@@ -501,7 +508,7 @@ rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
     vc->c->state = RDMA_CONN_FAILED;
     vc->xp->new_failures++;
     va_start(ap, fmt);
-    rdma_verbs_err_vset(vc->xp->err, sizeof(vc->xp->err), fmt, ap);
+    vsnprintf(vc->xp->err, sizeof(vc->xp->err), fmt, ap);
     va_end(ap);
 }
 
@@ -616,6 +623,7 @@ static int rdma_verbs_qp_init(rdma_verbs_conn_t * vc)
 static int rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
 {
     struct ibv_qp_attr a = {
+        /* active_mtu <= IBV_MTU_4096 by definition: min(active, 4096) */
         .qp_state = IBV_QPS_RTR, .path_mtu = vc->xp->pattr.active_mtu, .ah_attr = vc->path,
         .dest_qp_num = vc->remote.qpn, .rq_psn = vc->remote.psn,
         .max_dest_rd_atomic = (uint8_t) vc->max_rd_atomic, .min_rnr_timer = 12
@@ -628,7 +636,7 @@ static int rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
     a.timeout = (uint8_t) vc->xp->qp_timeout;
-    a.retry_cnt = 7;
+    a.retry_cnt = RDMA_VERBS_RETRY_CNT;
     a.rnr_retry = 7;
     a.sq_psn = vc->psn;
     a.max_rd_atomic = (uint8_t) vc->max_rd_atomic;
@@ -1108,29 +1116,28 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                            ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
         goto err_close;
     }
-    rc = RDMA_XPORT_ENOMEM;
-    xp->pd = ibv_alloc_pd(xp->ctx);
-    if (!xp->pd)
-        goto err_diag;
     xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
-    xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, NULL, 0);
-    if (!xp->cq)
-        goto err_pd;
-    if (rdma_verbs_ud_create(xp))
-        goto err_ud;
-    rdma_verbs_card_format(xp, card, cardlen);
-    *xpp = xp;
-    return RDMA_XPORT_OK;
-  err_ud:
-    if (xp->ud)
+    if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
+        what = "ibv_alloc_pd";
+    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, NULL, 0)))
+        what = "ibv_create_cq";
+    else if (rdma_verbs_ud_create(xp))
+        what = "the connection-manager UD QP";
+    else {
+        rdma_verbs_card_format(xp, card, cardlen);
+        *xpp = xp;
+        return RDMA_XPORT_OK;
+    }
+    rdma_verbs_err_set(err, errlen, "cannot set up %s: %s failed: %s",
+                       ibv_get_device_name(xp->ctx->device), what, strerror(errno));
+    rc = RDMA_XPORT_ENOMEM;
+    if (xp->ud)         /* unwind in reverse order */
         ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
-    ibv_destroy_cq(xp->cq);
-  err_pd:
-    ibv_dealloc_pd(xp->pd);
-  err_diag:
-    rdma_verbs_err_set(err, errlen, "cannot set up %s (PD, CQ or the connection-manager QP): "
-                       "%s", ibv_get_device_name(xp->ctx->device), strerror(errno));
+    if (xp->cq)
+        ibv_destroy_cq(xp->cq);
+    if (xp->pd)
+        ibv_dealloc_pd(xp->pd);
   err_close:
     ibv_close_device(xp->ctx);
   err_free:

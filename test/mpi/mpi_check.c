@@ -80,6 +80,7 @@ static void all_to_all_window(size_t len, int window)
     int n = size * window;
     unsigned char *sb = malloc(len * n), *rb = malloc(len * n);
     MPI_Request *rq = malloc(sizeof(MPI_Request) * 2 * n);
+    MPI_Status *sts = malloc(sizeof(MPI_Status) * 2 * n);
     long errs = 0;
     int q = 0;
     char what[96];
@@ -95,7 +96,7 @@ static void all_to_all_window(size_t len, int window)
             size_t i = (size_t) p * window + w;
             MPI_Isend(sb + i * len, (int) len, MPI_BYTE, p, w, MPI_COMM_WORLD, &rq[q++]);
         }
-    MPI_Waitall(q, rq, MPI_STATUSES_IGNORE);
+    MPI_Waitall(q, rq, sts);
     for (int p = 0; p < size; p++)
         for (int w = 0; w < window; w++)
             errs += bad_bytes(rb + ((size_t) p * window + w) * len, len,
@@ -105,6 +106,7 @@ static void all_to_all_window(size_t len, int window)
     free(sb);
     free(rb);
     free(rq);
+    free(sts);
 }
 
 /* Messages that arrive before their receive is posted. */
@@ -120,7 +122,6 @@ static void unexpected(void)
     MPI_Request r;
     MPI_Isend(big, sizeof(big), MPI_BYTE, peer, 2, MPI_COMM_WORLD, &r);
     MPI_Barrier(MPI_COMM_WORLD);
-    memset(big, 0, sizeof(big));
     MPI_Status st;
     MPI_Probe(from, 2, MPI_COMM_WORLD, &st);
     static unsigned char rbig[200000];

@@ -1,5 +1,5 @@
 # Shared helpers for the Soft-RoCE test bed; sourced by the scripts in this directory.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 
 SOFTROCE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOFTROCE_CACHE=${CH3RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ch3-rdma}/softroce
@@ -49,27 +49,30 @@ node_list() {
     echo "$out"
 }
 
-# Environment for Hydra (mpiexec) so that each host is started through node-exec,
-# even when the host name resolves to a local address.
-export_node_env() {
-    export CH3RDMA_NODES
+# Environment of the command: CH3RDMA_NODES (names for "$1" nodes), CH3RDMA_DEVICE (rxe0,
+# else the first verbs device) and Hydra settings so that mpiexec starts every host through
+# node-exec, even when the host name resolves to a local address.
+export_run_env() {
+    export CH3RDMA_NODES CH3RDMA_DEVICE
     CH3RDMA_NODES=$(node_list "$1")
+    [[ -e /sys/class/infiniband/rxe0 ]] && CH3RDMA_DEVICE=rxe0 \
+        || CH3RDMA_DEVICE=$(ls /sys/class/infiniband | head -n1)
     export HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC="$SOFTROCE_DIR/node-exec" HYDRA_LAUNCHER_AUTOFORK=0
 }
 
 # Create rxe0 on a veth pair (root; rdma_rxe must be loadable with "modprobe $*").
 setup_rxe() {
-    modprobe -a "$@" rdma_rxe veth
+    modprobe -a "$@" rdma_rxe veth || return
     {
         ip link show veth0 >/dev/null 2>&1 || echo "link add veth0 type veth peer name veth1"
         echo "addr replace $RXE_ADDR/24 dev veth0"
         echo "link set veth1 up"
         echo "link set veth0 up"
-    } | ip -batch -
+    } | ip -batch - || return
     [[ -e /sys/class/infiniband/rxe0 ]] || rdma link add rxe0 type rxe netdev veth0
 }
 
-# Index of rxe0's RoCE v2 IPv4-mapped GID (perftest -x), from sysfs; 1 if none is found.
+# Index of the device's RoCE v2 IPv4-mapped GID (perftest -x), from sysfs; 0 if none.
 roce_v2_ipv4_gid() {
     local port=/sys/class/infiniband/${1:-rxe0}/ports/1 f i
     for f in "$port"/gids/*; do
@@ -77,7 +80,7 @@ roce_v2_ipv4_gid() {
         [[ $(<"$port/gid_attrs/types/$i") == "RoCE v2" && $(<"$f") == 0000:0000:0000:0000:0000:ffff:* ]] \
             2>/dev/null && { echo "$i"; return; }
     done
-    echo 1
+    echo 0
 }
 
 # TAP output: "tap STATUS DESCRIPTION" (STATUS 0 = ok), "diag FILE..." comments.

@@ -32,7 +32,7 @@ setup_rxe -d "$KDIR" || fail "cannot create rxe0 on veth0"
 
 hostname node0
 echo "$RXE_ADDR $(node_list "$NODES" | tr , ' ')" >>/etc/hosts
-export_node_env "$NODES"
+export_run_env "$NODES"
 ulimit -l unlimited
 cd "$CWD" || fail "cannot enter $CWD"
 ((${#ENV[@]} == 0)) || export "${ENV[@]}"

@@ -4,7 +4,7 @@
 # usage: selftest-guest.sh RESULTS_DIR VERBS_SELFTEST_BINARY
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
-res=$1 verbs=$2
+res=$1 verbs=$2 dev=${CH3RDMA_DEVICE:-rxe0}
 
 check() {  # check NAME COMMAND...
     local name=$1 rc=0
@@ -13,9 +13,9 @@ check() {  # check NAME COMMAND...
     echo "$rc" >"$res/$name.rc"
 }
 
-devinfo() { ibv_devinfo -v -d rxe0 && ibv_devinfo -d rxe0 | grep -q PORT_ACTIVE; }
+devinfo() { ibv_devinfo -v -d "$dev" && ibv_devinfo -d "$dev" | grep -q PORT_ACTIVE; }
 
-# perftest server and client in this guest over rxe0; the client's output is the result.
+# perftest server and client on this node over $dev; the client's output is the result.
 perf_pair() {  # perf_pair PORT COMMAND ARGS...
     local port=$1 i rc=0
     shift
@@ -29,9 +29,9 @@ perf_pair() {  # perf_pair PORT COMMAND ARGS...
     return "$rc"
 }
 
-gid=$(roce_v2_ipv4_gid rxe0)
+gid=$(roce_v2_ipv4_gid "$dev")
 check devinfo devinfo
-check write_lat perf_pair 18515 ib_write_lat -d rxe0 -x "$gid" -n 200 -s 2
-check read_lat perf_pair 18516 ib_read_lat -d rxe0 -x "$gid" -n 200 -s 2
-check verbs timeout 120 "$verbs" rxe0
+check write_lat perf_pair 18515 ib_write_lat -d "$dev" -x "$gid" -n 200 -s 2
+check read_lat perf_pair 18516 ib_read_lat -d "$dev" -x "$gid" -n 200 -s 2
+check verbs timeout 120 "$verbs" "$dev"
 ! grep -qvx 0 "$res"/*.rc

@@ -7,12 +7,14 @@
  * a socketpair (standing in for PMI), get everybody's cards back, connect and
  * stream through rb_pipe.  Ranks report "D text" diagnostics, "K t" (about to
  * be killed at CLOCK_MONOTONIC t), "P t text" (peer failure seen at t) and
- * "B" (barrier) lines; their exit status is the verdict.
+ * "B" (barrier) lines; their exit status is the verdict.  Latencies are
+ * reported, never asserted (TCG emulation on a loaded host).
  *
  * usage: t_xport_verbs [DEVICE]   (default: first device with an active port)
+ *   CH3RDMA_T_XPORT_VERBS_ONLY=id,... runs only those scenarios (see cases[]).
+ * Without a device only the two open() failure checks run.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@
 
 #include "rb_pipe.h"
 #include "rdma_xport.h"
+#include "tap.h"
 
 /* verbs-only queries exported by rdma_xport_verbs.c */
 const char *rdma_xport_verbs_mode(const rdma_conn_t * c);
@@ -38,7 +41,6 @@ int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len);
 #define RING (64 * 1024)
 
 typedef struct scen {
-    const char *name;
     int nprocs;
     int all_connect;            /* every rank connects to every other at once */
     rb_mode_t mode;
@@ -49,6 +51,7 @@ typedef struct scen {
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
     int silent_rank;            /* this rank never calls progress */
+    int late_rank;              /* this rank sleeps 1.5 s before progressing */
     double timeout;
 } scen_t;
 
@@ -57,26 +60,12 @@ typedef struct node {
     const scen_t *sc;
     char cards[MAXP][CARD_LEN];
     rdma_conn_t conns[MAXP];
-    int nready;
+    int nready, ready_calls[MAXP];
     rdma_xport_t *xp;
     unsigned seed;
 } node_t;
 
 static const char *device;
-static int tap_n;
-
-/* ------------------------------------------------------------------ TAP */
-
-static void __attribute__((format(printf, 2, 3))) tap_ok(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%sok %d - ", ok ? "" : "not ", ++tap_n);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    fflush(stdout);
-}
 
 static double now_s(void)
 {
@@ -101,6 +90,14 @@ static void __attribute__((format(printf, 2, 3))) say(node_t * nd, const char *f
     buf[n++] = '\n';
     if (write(nd->fd, buf, (size_t) n) < 0)
         _exit(3);
+}
+
+static void str_copy(char *dst, size_t len, const char *src)
+{
+    size_t n = strnlen(src, len - 1);
+
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 static int line_read(int fd, char *buf, size_t len)
@@ -138,8 +135,8 @@ static int cb_card_of(void *arg, int rank, char *buf, size_t len)
 static void cb_conn_ready(void *arg, rdma_conn_t * c)
 {
     node_t *nd = arg;
-    (void) c;
-    nd->nready++;
+    if (nd->ready_calls[c->peer]++ == 0)
+        nd->nready++;
 }
 
 static void params_fill(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
@@ -301,23 +298,34 @@ static void pp_move(node_t * nd, int p, int send)
     }
 }
 
-/* 8-byte ping-pong between ranks 0 and 1: half round trip in us. */
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+/* 8-byte ping-pong between ranks 0 and 1: half round trip in us (min,
+ * median, mean: under a loaded TCG host only the min is near the truth). */
 static void rank_pingpong(node_t * nd)
 {
     int i, n = nd->sc->pingpong, warm = 20, peer = !nd->rank;
-    double t0 = 0;
+    double rtt[1000], t0 = 0, t;
 
-    if (nd->rank > 1)
+    if (nd->rank > 1 || n > 1000)
         return;
     for (i = 0; i < n + warm; i++) {
+        t = now_s();
         if (i == warm)
-            t0 = now_s();
+            t0 = t;
         pp_move(nd, peer, nd->rank == 0);
         pp_move(nd, peer, nd->rank != 0);
+        if (i >= warm)
+            rtt[i - warm] = now_s() - t;
     }
+    qsort(rtt, (size_t) n, sizeof(rtt[0]), dbl_cmp);
     if (nd->rank == 0)
-        say(nd, "D ping-pong 8 B: %.1f us half round trip (%d iterations)",
-            (now_s() - t0) * 1e6 / (2.0 * n), n);
+        say(nd, "D ping-pong 8 B, half round trip: min %.1f us, median %.1f us, mean %.1f us "
+            "(%d iterations)", rtt[0] * 5e5, rtt[n / 2] * 5e5, (now_s() - t0) * 5e5 / n, n);
 }
 
 static void rank_connect(node_t * nd)
@@ -327,6 +335,9 @@ static void rank_connect(node_t * nd)
     char desc[512];
     int p;
 
+    if (nd->rank == sc->late_rank)
+        usleep(1500 * 1000);
+    say(nd, "S %.6f", now_s());
     for (p = 0; p < sc->nprocs; p++) {
         if (p == nd->rank || (!sc->all_connect && p < nd->rank))
             continue;
@@ -346,20 +357,28 @@ static void rank_connect(node_t * nd)
             exit(1);
         }
     }
-    for (p = 0; p < sc->nprocs; p++) {
-        if (p == nd->rank || nd->conns[p].state != RDMA_CONN_READY) {
-            if (p != nd->rank)
-                say(nd, "D connection to rank %d is not READY", p);
-            if (p != nd->rank)
-                exit(1);
+    for (p = 0; p < sc->nprocs && nd->rank == 0; p++) {
+        if (p == nd->rank)
             continue;
-        }
         rdma_xport_verbs_describe(&nd->conns[p], desc, sizeof(desc));
-        if (nd->rank == 0)
-            say(nd, "D rank 0 -> %d: %s", p, desc);
+        say(nd, "D rank 0 -> %d: %s", p, desc);
     }
     if (nd->rank == 0)
         say(nd, "M %s", rdma_xport_verbs_mode(&nd->conns[1]));
+}
+
+/* Every connection READY, announced exactly once (no duplicate pairing). */
+static void rank_check_ready(node_t * nd)
+{
+    int p;
+
+    for (p = 0; p < nd->sc->nprocs; p++) {
+        if (p == nd->rank || (nd->conns[p].state == RDMA_CONN_READY && nd->ready_calls[p] == 1))
+            continue;
+        say(nd, "D rank %d: connection to rank %d in state %d, conn_ready called %d times",
+            nd->rank, p, nd->conns[p].state, nd->ready_calls[p]);
+        exit(1);
+    }
 }
 
 static void rank_barrier(node_t * nd)
@@ -401,12 +420,15 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         exit(2);
     for (p = 0, tok = strtok_r(line + 1, " ", &save); tok && p < MAXP;
          tok = strtok_r(NULL, " ", &save))
-        snprintf(nd.cards[p++], CARD_LEN, "%s", tok);
+        str_copy(nd.cards[p++], CARD_LEN, tok);
     if (rank == sc->silent_rank)
         rank_silent(&nd);
     rank_connect(&nd);
-    if (sc->silent_rank <= 0 && !rank_stream(&nd) && sc->pingpong)
-        rank_pingpong(&nd);
+    if (sc->silent_rank <= 0 && !rank_stream(&nd)) {
+        if (sc->pingpong)
+            rank_pingpong(&nd);
+        rank_check_ready(&nd);
+    }
     rank_barrier(&nd);
     for (p = 0; p < sc->nprocs; p++)
         if (p != rank)
@@ -428,7 +450,7 @@ typedef struct child {
 typedef struct group {
     const scen_t *sc;
     child_t ch[MAXP];
-    double t_kill, t_peer;
+    double t_kill, t_peer, t_start;
     char peer_msg[512], mode[32];
     int failed, ncards, open_err;
 } group_t;
@@ -437,25 +459,28 @@ static void group_line(group_t * g, int r, const char *l)
 {
     switch (l[0]) {
     case 'C':
-        snprintf(g->ch[r].card, CARD_LEN, "%s", l + 2);
+        str_copy(g->ch[r].card, CARD_LEN, l + 2);
         g->ncards++;
         break;
     case 'E':
         g->open_err = 1;
-        printf("# rank %d: %s\n", r, l + 2);
+        diag("rank %d: %s", r, l + 2);
         break;
     case 'D':
-        printf("# %s\n", l + 2);
+        diag("%s", l + 2);
         break;
     case 'M':
-        snprintf(g->mode, sizeof(g->mode), "%s", l + 2);
+        str_copy(g->mode, sizeof(g->mode), l + 2);
         break;
     case 'K':
         g->t_kill = atof(l + 2);
         break;
+    case 'S':
+        g->t_start = atof(l + 2);
+        break;
     case 'P':
         g->t_peer = strtod(l + 2, NULL);
-        snprintf(g->peer_msg, sizeof(g->peer_msg), "%s", strchr(l + 2, ' ') + 1);
+        str_copy(g->peer_msg, sizeof(g->peer_msg), strchr(l + 2, ' ') + 1);
         break;
     case 'B':
         g->ch[r].barrier = 1;
@@ -477,8 +502,11 @@ static void group_read(group_t * g, int r)
     c->len += (size_t) k;
     c->buf[c->len] = '\0';
     while ((nl = strchr(c->buf, '\n'))) {
+        char line[sizeof(c->buf)];
+
         *nl = '\0';
-        group_line(g, r, c->buf);
+        memcpy(line, c->buf, (size_t) (nl - c->buf) + 1);
+        group_line(g, r, line);
         c->len -= (size_t) (nl + 1 - c->buf);
         memmove(c->buf, nl + 1, c->len + 1);
     }
@@ -536,6 +564,7 @@ static int group_run(const scen_t * sc, group_t * g)
     memset(g, 0, sizeof(*g));
     g->sc = sc;
     fflush(stdout);
+    fflush(stderr);
     for (r = 0; r < sc->nprocs; r++) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
             return 0;
@@ -559,22 +588,33 @@ static int group_run(const scen_t * sc, group_t * g)
         if (r == sc->kill_rank)
             ok &= WIFSIGNALED(g->ch[r].status) && WTERMSIG(g->ch[r].status) == SIGKILL;
         else if (!WIFEXITED(g->ch[r].status) || WEXITSTATUS(g->ch[r].status)) {
-            printf("# rank %d: %s %d\n", r, WIFEXITED(g->ch[r].status) ? "exit status" :
-                   "killed by signal", WIFEXITED(g->ch[r].status) ?
-                   WEXITSTATUS(g->ch[r].status) : WTERMSIG(g->ch[r].status));
+            diag("rank %d: %s %d", r, WIFEXITED(g->ch[r].status) ? "exit status" :
+                 "killed by signal", WIFEXITED(g->ch[r].status) ?
+                 WEXITSTATUS(g->ch[r].status) : WTERMSIG(g->ch[r].status));
             ok = 0;
         }
     }
-    printf("# (%.1f s)\n", now_s() - t0);
+    diag("(%.1f s)", now_s() - t0);
     return ok;
 }
 
 /* ----------------------------------------------------------- scenarios */
 
-static const scen_t base = {
-    .nprocs = 2, .mode = RB_MODE_PIGGYBACK, .inline_size = 256, .stream = 1 << 20,
-    .pingpong = 300, .kill_rank = -1, .silent_rank = -1, .timeout = 30
-};
+/* A scenario with its zero fields set to the defaults (rank 0 is never the
+ * kill, silent or late rank, so 0 there means "none"). */
+static scen_t scen_defaults(const scen_t * in)
+{
+    scen_t sc = in ? *in : (scen_t) { 0 };
+
+    sc.nprocs = sc.nprocs ? sc.nprocs : 2;
+    sc.inline_size = sc.inline_size ? sc.inline_size : 256;
+    sc.stream = sc.stream ? sc.stream : 1 << 20;
+    sc.timeout = sc.timeout > 0 ? sc.timeout : 30;
+    sc.kill_rank = sc.kill_rank ? sc.kill_rank : -1;
+    sc.silent_rank = sc.silent_rank ? sc.silent_rank : -1;
+    sc.late_rank = sc.late_rank ? sc.late_rank : -1;
+    return sc;
+}
 
 static int check_open_fails(const char *what, const char *dev, rlim_t memlock, int want_rc,
                             const char *want_msg)
@@ -588,7 +628,7 @@ static int check_open_fails(const char *what, const char *dev, rlim_t memlock, i
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
-        scen_t sc = base;
+        scen_t sc = scen_defaults(NULL);
         rdma_xport_params_t prm;
         rdma_xport_t *xp = NULL;
         char card[CARD_LEN], err[512] = "";
@@ -609,7 +649,7 @@ static int check_open_fails(const char *what, const char *dev, rlim_t memlock, i
     close(sv[0]);
     waitpid(pid, &status, 0);
     rc = atoi(line);
-    printf("# %s: rc %d, \"%s\"\n", what, rc, strchr(line, ' ') ? strchr(line, ' ') + 1 : "");
+    diag("%s: rc %d, \"%s\"", what, rc, strchr(line, ' ') ? strchr(line, ' ') + 1 : "");
     return rc == want_rc && strstr(line, want_msg) != NULL;
 }
 
@@ -618,98 +658,63 @@ static int device_present(void)
     return !check_open_fails("device probe", device, 0, RDMA_XPORT_ENODEV, "no RDMA device");
 }
 
-static void run_stream(const scen_t * sc, const char *desc, const char *todo)
+/* A scenario where rank 1 fails rank 0: pass if rank 0's progress reported
+ * EPEER with a diagnosis containing want within 30 s of the kill (or of the
+ * connect). */
+static void run_peer_failure(const scen_t * sc, const char *want, const char *desc)
 {
     group_t g;
-    int ok = group_run(sc, &g);
+    int pass = group_run(sc, &g);
+    double t_ref = sc->kill_rank > 0 ? g.t_kill : g.t_start, dt = g.t_peer - t_ref;
 
-    if (todo)
-        printf("%sok %d - %s # TODO %s\n", ok ? "" : "not ", ++tap_n, desc, todo);
-    else
-        tap_ok(ok, "%s", desc);
+    ok(pass && g.t_peer > 0 && t_ref > 0 && dt < 30 && strstr(g.peer_msg, want),
+       "%s: EPEER after %.1f s", desc, g.t_peer > 0 && t_ref > 0 ? dt : -1.0);
+    diag("diagnosis: %s", g.peer_msg[0] ? g.peer_msg : "(none)");
 }
 
-static void t_default(void)
+/* Streams and ping-pong; for the default mode also the flag-polling story. */
+static void run_stream(const scen_t * sc, const char *desc, int default_mode)
 {
-    scen_t sc = base;
+    scen_t unsafe = *sc;
     group_t g;
-    int ok = group_run(&sc, &g);
+    int pass = group_run(sc, &g);
 
-    tap_ok(ok, "2 ranks, default mode (%s): connect, 1 MiB random-size stream each way "
-           "verified, 8-byte ping-pong", g.mode[0] ? g.mode : "?");
+    ok(pass, "%s%s%s", desc, default_mode ? ": mode " : "", default_mode ? g.mode : "");
+    if (!default_mode)
+        return;
     if (!strcmp(g.mode, "flag-poll")) {
-        tap_ok(1, "flag polling chosen: the device reports in-order RDMA writes");
+        ok(1, "flag polling chosen: the device reports in-order RDMA writes");
         return;
     }
-    printf("# the device does not report in-order RDMA writes: flag polling not used\n");
-    sc.unsafe_in_order = 1;
-    run_stream(&sc, "flag polling forced on a device without the in-order guarantee",
-               "unsafe by design, for the record only");
-}
-
-static void t_write_imm(void)
-{
-    scen_t sc = base;
-    sc.force_completion = 1;
-    run_stream(&sc, "2 ranks, force_completion=1 (write-with-imm): stream + ping-pong", NULL);
-}
-
-static void t_basic(void)
-{
-    scen_t sc = base;
-    sc.mode = RB_MODE_BASIC;
-    run_stream(&sc, "2 ranks, basic mode (separate head/tail writes): stream + ping-pong", NULL);
-}
-
-static void t_simultaneous(void)
-{
-    scen_t sc = base;
-    sc.all_connect = 1;
-    sc.pingpong = 0;
-    run_stream(&sc, "2 ranks connect to each other at the same time: one QP pair, stream", NULL);
-    sc.nprocs = 3;
-    sc.inline_size = 4096;
-    run_stream(&sc, "3 ranks, all pairs connect at once (inline 4096 requested): streams "
-               "verified", NULL);
-}
-
-static void t_kill(void)
-{
-    scen_t sc = base;
-    group_t g;
-    int ok;
-
-    sc.timeout = 5;
-    sc.kill_rank = 1;
-    ok = group_run(&sc, &g);
-    tap_ok(ok && g.t_peer > 0 && g.t_kill > 0 && g.t_peer - g.t_kill < 30
-           && strstr(g.peer_msg, "rank 1"),
-           "peer SIGKILLed mid-stream: survivor's progress reports EPEER after %.1f s",
-           g.t_peer > 0 && g.t_kill > 0 ? g.t_peer - g.t_kill : -1.0);
-    printf("# survivor's diagnosis: %s\n", g.peer_msg[0] ? g.peer_msg : "(none)");
-}
-
-static void t_silent(void)
-{
-    scen_t sc = base;
-    group_t g;
-    int ok;
-
-    sc.timeout = 3;
-    sc.silent_rank = 1;
-    sc.pingpong = 0;
-    ok = group_run(&sc, &g);
-    tap_ok(ok && strstr(g.peer_msg, "rank 1 did not answer the connection request within 3 s"),
-           "connect to a rank that never answers fails with EPEER after prm->timeout");
-    printf("# initiator's diagnosis: %s\n", g.peer_msg[0] ? g.peer_msg : "(none)");
+    diag("the device does not report in-order RDMA writes: flag polling not used");
+    unsafe.unsafe_in_order = 1;
+    pass = group_run(&unsafe, &g);
+    /* tap.h has no TODO: count it here, never as a failure */
+    printf("%sok %d - flag polling forced on a device without the in-order guarantee "
+           "# TODO unsafe by design, for the record only\n", pass ? "" : "not ", ++tap_run);
 }
 
 static const struct {
-    const char *id;
-    void (*fn)(void);
-} tests[] = {
-    {"default", t_default}, {"write-imm", t_write_imm}, {"basic", t_basic},
-    {"simultaneous", t_simultaneous}, {"kill", t_kill}, {"silent", t_silent}
+    const char *id, *desc;
+    scen_t sc;                  /* zero fields: scen_defaults */
+    const char *want;           /* expected peer failure, or NULL */
+} cases[] = {
+    {"default", "2 ranks, 1 MiB random-size streams both ways verified, 8-byte ping-pong",
+     {.pingpong = 300}, NULL},
+    {"write-imm", "2 ranks, force_completion=1 (write-with-imm): streams + ping-pong",
+     {.force_completion = 1, .pingpong = 300}, NULL},
+    {"basic", "2 ranks, basic mode (separate head/tail writes): streams + ping-pong",
+     {.mode = RB_MODE_BASIC, .pingpong = 300}, NULL},
+    {"simultaneous", "2 ranks connect to each other at the same time: one QP pair, streams",
+     {.all_connect = 1}, NULL},
+    {"simultaneous", "3 ranks, all pairs connect at once (inline 4096 requested): streams",
+     {.nprocs = 3, .all_connect = 1, .inline_size = 4096}, NULL},
+    {"late", "responder progresses 1.5 s late (duplicate REQs queued): one connection",
+     {.late_rank = 1, .timeout = 10}, NULL},
+    {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
+     {.kill_rank = 1, .timeout = 5}, "connection to rank 1 failed: "},
+    {"silent", "connect to a rank that never answers (timeout 3 s)",
+     {.silent_rank = 1, .timeout = 3}, "rank 1 did not answer the connection request within 3 s"}
 };
 
 int main(int argc, char **argv)
@@ -719,19 +724,26 @@ int main(int argc, char **argv)
 
     device = argc > 1 && *argv[1] ? argv[1] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
-    tap_ok(check_open_fails("open(device=nosuchdev)", "nosuchdev", 0, RDMA_XPORT_ENODEV,
-                            "no RDMA device with an active port (ibv_get_device_list found"),
-           "open() with device=nosuchdev fails with the no-device diagnosis");
-    tap_ok(check_open_fails("open() with ulimit -l 64 KiB", device, 64 * 1024,
-                            RDMA_XPORT_ENOMEM, "ulimit -l is 64 KiB but ch3:rdma needs at least"),
-           "open() with RLIMIT_MEMLOCK 64 KiB fails with the memlock diagnosis");
-    if (!device_present())
+    ok(check_open_fails("open(device=nosuchdev)", "nosuchdev", 0, RDMA_XPORT_ENODEV,
+                        "no RDMA device with an active port (ibv_get_device_list found"),
+       "open() with device=nosuchdev fails with the no-device diagnosis");
+    ok(check_open_fails("open() with ulimit -l 64 KiB", device, 64 * 1024, RDMA_XPORT_ENOMEM,
+                        "ulimit -l is 64 KiB but ch3:rdma needs at least"),
+       "open() with RLIMIT_MEMLOCK 64 KiB fails with the memlock diagnosis");
+    if (!device_present()) {
         printf("ok %d # SKIP no RDMA device with an active port here (run via run-vm)\n",
-               ++tap_n);
-    else
-        for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
-            if (!only || strstr(only, tests[i].id))
-                tests[i].fn();
-    printf("1..%d\n", tap_n);
-    return 0;
+               ++tap_run);
+        return done_testing();
+    }
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        scen_t sc = scen_defaults(&cases[i].sc);
+
+        if (only && !strstr(only, cases[i].id))
+            continue;
+        if (cases[i].want)
+            run_peer_failure(&sc, cases[i].want, cases[i].desc);
+        else
+            run_stream(&sc, cases[i].desc, i == 0);
+    }
+    return done_testing();
 }
