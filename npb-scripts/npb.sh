@@ -194,7 +194,7 @@ summarize() {
             ratio = ""
             if (!fail[k] && med[k] + 0 > 0 && !fail[ref] && med[ref] + 0 > 0)
                 ratio = sprintf("%.3f", med[k] / med[ref])
-            printf "%s,%s,%s,%d,%d,%s\n", kb[1], kb[2], med[k], n[k], fail[k], ratio
+            printf "%s,%s,%s,%d,%d,%s\n", kb[1], kb[2], med[k] == "" ? "" : sprintf("%.2f", med[k]), n[k], fail[k], ratio
         }
     }' "$OUT/results.csv"
 }

@@ -285,7 +285,8 @@ static rdma_conn_t *rdma_conn_of(void *arg, int rank)
     return vc->ch.conn.ops == slot->ops ? &vc->ch.conn : NULL;
 }
 
-/* Copy the "<key>=<fragment>" token of rank's business card into buf. */
+/* Copy the "<key>:<fragment>" token of rank's business card into buf.
+ * Tokens are separated by ';': PMI-1 values cannot contain spaces. */
 static int rdma_card_of(void *arg, int rank, char *buf, size_t len)
 {
     rdma_xport_slot_t *slot = arg;
@@ -295,13 +296,13 @@ static int rdma_card_of(void *arg, int rank, char *buf, size_t len)
     if (MPIDI_PG_GetConnString(rdma_pg, rank, card, sizeof(card)) != MPI_SUCCESS)
         return -1;
     for (p = card; (p = strstr(p, slot->key)) != NULL; p += klen) {
-        if ((p == card || p[-1] == ' ') && p[klen] == '=')
+        if ((p == card || p[-1] == ';') && p[klen] == ':')
             break;
     }
     if (p == NULL)
         return -1;
     p += klen + 1;
-    end = strchr(p, ' ');
+    end = strchr(p, ';');
     n = end ? (size_t) (end - p) : strlen(p);
     if (n >= len)
         return -1;
@@ -394,8 +395,8 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
             MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|init",
                                  "**ch3|rdma|init %s", err);
         }
-        MPL_snprintf(card + strlen(card), sizeof(card) - strlen(card), "%s%s=%s",
-                     card[0] ? " " : "", xports[k].key, frag);
+        MPL_snprintf(card + strlen(card), sizeof(card) - strlen(card), "%s%s:%s",
+                     card[0] ? ";" : "", xports[k].key, frag);
     }
     for (i = 0; i < pg->size; i++)
         if (i != pg_rank)

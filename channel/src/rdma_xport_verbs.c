@@ -721,10 +721,11 @@ static int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs
         goto fail;
     }
     rc = RDMA_XPORT_ERR;
+    card[0] = '\0';
     if (xp->prm.card_of(xp->prm.arg, c->peer, card, sizeof(card))
         || rdma_verbs_card_parse(xp, card, &vc->path, &vc->peer_udqpn)) {
-        rdma_verbs_err_set(xp->err, sizeof(xp->err), "no valid business card for rank %d",
-                           c->peer);
+        rdma_verbs_err_set(xp->err, sizeof(xp->err), "no valid verbs address for rank %d "
+                           "(business card fragment '%s')", c->peer, card);
         goto fail;
     }
     vc->ah = ibv_create_ah(xp->pd, &vc->path);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# npb.sh report on made-up results: medians of verified reps, ratios to
+# nemesis, FAIL cells, summary lines (no MPI needed).
+. "$(dirname "$0")/../lib.sh"
+plan 6
+D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
+cat > "$D/results.csv" <<'CSV'
+build,benchmark,class,np,rep,seconds,verified
+nemesis,cg,A,2,1,2.00,yes
+nemesis,cg,A,2,2,4.00,yes
+nemesis,cg,A,2,3,3.00,yes
+nemesis,is,A,2,1,1.00,yes
+rdma,cg,A,2,1,1.50,yes
+rdma,is,A,2,1,,timeout
+sock,cg,A,2,1,6.00,yes
+sock,is,A,2,1,2.00,yes
+CSV
+printf 'nemesis,/p/n,\nrdma,/p/r,X=1\nsock,/p/s,\n' > "$D/builds.csv"
+out=$("$TOP/npb-scripts/npb.sh" report --out "$D" 2>&1); ok $? "report runs"
+grep -qx 'cg,A,2,nemesis,3.00,3,0,1.000' "$D/summary.csv"; ok $? "median of three reps, ratio 1 for nemesis"
+grep -qx 'cg,A,2,rdma,1.50,1,0,0.500' "$D/summary.csv"; ok $? "ratio to nemesis"
+grep -q '| is.A | 1.00 (1.00) | FAIL (1/1) | 2.00 (2.00) |' "$D/report.md"; ok $? "FAIL cell for a timed-out run"
+echo "$out" | grep -q 'rdma:  class A, np=2: 0.500 over 1, 1 FAIL;'; ok $? "summary line per build"
+grep -q '/p/r. X=1' "$D/report.md"; ok $? "builds and their environment listed"
+done_testing
