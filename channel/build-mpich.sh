@@ -154,11 +154,12 @@ regen_errmsgs() {
     mv "$tree/.defmsg.tmp" "$tree/src/mpi/errhan/defmsg.h"
 }
 
+# maint/configure writes extractcvars with this tree's paths (the shipped
+# one points into the release machine's /tmp).
 regen_cvars() {
     local tree=$1
-    [ -x "$tree/maint/extractcvars" ] && [ -f "$tree/.maint-configured" ] ||
-        { (cd "$tree/maint" && ./configure >/dev/null) && touch "$tree/.maint-configured"; }
-    (cd "$tree" && ./maint/extractcvars --dirs="$(cat maint/cvardirs)" >/dev/null) ||
+    (cd "$tree/maint" && ./configure >/dev/null) &&
+        (cd "$tree" && ./maint/extractcvars --dirs="$(cat maint/cvardirs)" >/dev/null) ||
         die "extractcvars failed (check the CVAR YAML blocks in channel/src)"
 }
 

@@ -50,8 +50,9 @@ static void iov_advance(struct iovec *iov, int *n, size_t nb)
     }
 }
 
-/* Store the unsent rest of iov (nb bytes already sent) in sreq. */
-static void req_save_iov(MPIR_Request * sreq, const struct iovec *iov, int n, size_t nb)
+/* Store the unsent rest of iov (nb bytes already sent) in sreq; hdr says
+ * whether iov[0] is the packet header. */
+static void req_save_iov(MPIR_Request * sreq, const struct iovec *iov, int n, size_t nb, int hdr)
 {
     struct iovec tmp[MPL_IOV_LIMIT];
     int i;
@@ -59,9 +60,8 @@ static void req_save_iov(MPIR_Request * sreq, const struct iovec *iov, int n, si
     MPIR_Assert(n <= MPL_IOV_LIMIT);
     for (i = 0; i < n; i++)
         tmp[i] = iov[i];
-    if (nb < tmp[0].iov_len && tmp[0].iov_base != (void *) &sreq->dev.pending_pkt) {
+    if (hdr && nb < tmp[0].iov_len && tmp[0].iov_base != (void *) &sreq->dev.pending_pkt) {
         /* the header is not fully sent: it may live on the caller's stack */
-        MPIR_Assert(tmp[0].iov_len == sizeof(MPIDI_CH3_Pkt_t));
         sreq->dev.pending_pkt = *(MPIDI_CH3_Pkt_t *) tmp[0].iov_base;
         tmp[0].iov_base = (void *) &sreq->dev.pending_pkt;
     }
@@ -90,7 +90,7 @@ static int req_sent(MPIDI_VC_t * vc, MPIR_Request * sreq, int *complete)
 static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n,
                      MPIR_Request ** sreq_out)
 {
-    int mpi_errno = MPI_SUCCESS, complete;
+    int mpi_errno = MPI_SUCCESS, complete, hdr = TRUE;
     size_t nb = 0, total = 0;
     int i;
 
@@ -111,6 +111,7 @@ static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
         if (complete)
             goto fn_exit;
         /* OnDataAvail reloaded sreq->dev.iov with the next piece */
+        hdr = FALSE;
         iov = sreq->dev.iov;
         n = sreq->dev.iov_count;
         for (i = 0, total = 0; i < n; i++)
@@ -125,7 +126,7 @@ static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
         sreq->dev.OnDataAvail = NULL;
         *sreq_out = sreq;
     }
-    req_save_iov(sreq, iov, n, nb);
+    req_save_iov(sreq, iov, n, nb, hdr);
     sendq_enqueue(&vc->ch, sreq);
 
   fn_exit:

@@ -165,6 +165,18 @@ cvars:
         Idle polls of a blocking wait before it starts yielding the CPU
         (sched_yield, then short sleeps); 0..100000000.
 
+    - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
+      category    : CH3_RDMA
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Print one line to stderr per connection when it is established:
+        transport, arrival detection (flag polling or write-with-immediate)
+        and the device limits in use.
+
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
@@ -314,8 +326,16 @@ static int rdma_card_of(void *arg, int rank, char *buf, size_t len)
 static void rdma_conn_ready(void *arg, rdma_conn_t * c)
 {
     MPIDI_VC_t *vc = c->owner;
+    char desc[256];
 
     (void) arg;
+    if (MPIR_CVAR_CH3_RDMA_VERBOSE) {
+        c->ops->describe(c, desc, sizeof(desc));
+        fprintf(stderr, "[ch3:rdma] rank %d -> %d: %s\n", MPIR_Process.rank, c->peer, desc);
+    }
+    /* A passively connected VC takes part in CH3's close protocol too. */
+    if (vc->state == MPIDI_VC_STATE_INACTIVE)
+        MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
     if (!vc->ch.on_ready_list) {
         vc->ch.on_ready_list = 1;
         vc->ch.next_ready = MPIDI_CH3I_ready_vcs;

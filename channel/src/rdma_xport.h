@@ -88,6 +88,8 @@ struct rdma_xport_ops {
     int (*close) (rdma_xport_t * xp, rdma_conn_t * c);
     int (*finalize) (rdma_xport_t * xp);
     const char *(*error) (const rdma_xport_t * xp);
+    /* One line about a connection (transport, arrival mode, limits). */
+    int (*describe) (const rdma_conn_t * c, char *buf, size_t len);
 };
 
 extern const rdma_xport_ops_t rdma_xport_shm;

@@ -372,6 +372,13 @@ static const char *rdma_shm_error(const rdma_xport_t * xp)
     return xp ? xp->err : "shm: no transport";
 }
 
+static int rdma_shm_describe(const rdma_conn_t * c, char *buf, size_t len)
+{
+    return snprintf(buf, len, "shm mode=%s ring=%zu chunk=%zu",
+                    c->pipe.cfg.mode == RB_MODE_BASIC ? "basic" : "flag-poll",
+                    c->pipe.cfg.ring_size, c->pipe.cfg.chunk_size);
+}
+
 const rdma_xport_ops_t rdma_xport_shm = {
     .name = "shm",
     .open = rdma_shm_open,
@@ -380,4 +387,5 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .close = rdma_shm_close,
     .finalize = rdma_shm_finalize,
     .error = rdma_shm_error,
+    .describe = rdma_shm_describe,
 };

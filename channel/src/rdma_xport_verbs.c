@@ -1231,24 +1231,8 @@ static const char *rdma_verbs_error(const rdma_xport_t * xp)
     return xp->err;
 }
 
-const rdma_xport_ops_t rdma_xport_verbs = {
-    .name = "verbs",
-    .open = rdma_verbs_open,
-    .connect = rdma_verbs_connect,
-    .progress = rdma_verbs_progress,
-    .close = rdma_verbs_close,
-    .finalize = rdma_verbs_finalize,
-    .error = rdma_verbs_error
-};
-
-/* ------------------------------------------------ queries for the channel
- * (to be declared in rdma_xport.h by its owner) */
-
-const char *rdma_xport_verbs_mode(const rdma_conn_t * c);
-int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len);
-
 /* "flag-poll" or "write-imm" once READY; "unknown" before */
-const char *rdma_xport_verbs_mode(const rdma_conn_t * c)
+static const char *rdma_verbs_mode(const rdma_conn_t * c)
 {
     const rdma_verbs_conn_t *vc = c->priv;
     if (!vc || vc->cm != RDMA_VERBS_CM_READY)
@@ -1257,16 +1241,28 @@ const char *rdma_xport_verbs_mode(const rdma_conn_t * c)
 }
 
 /* One line: mode, in-order answers, inline granted, max_rd_atomic, MTU. */
-int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
+static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
 {
     const rdma_verbs_conn_t *vc = c->priv;
     if (!vc)
         return snprintf(buf, len, "not connected");
-    return snprintf(buf, len, "mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
+    return snprintf(buf, len, "verbs mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
                     "sq=%u/%u signalled=%u rq=%u qp_timeout=%d dev=%s gid_index=%d cm=%d",
-                    rdma_xport_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
+                    rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->xp->pattr.active_mtu, vc->sq_free,
                     vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, vc->xp->qp_timeout,
                     ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm);
 }
+
+const rdma_xport_ops_t rdma_xport_verbs = {
+    .name = "verbs",
+    .open = rdma_verbs_open,
+    .connect = rdma_verbs_connect,
+    .progress = rdma_verbs_progress,
+    .close = rdma_verbs_close,
+    .finalize = rdma_verbs_finalize,
+    .error = rdma_verbs_error,
+    .describe = rdma_verbs_describe
+};
+

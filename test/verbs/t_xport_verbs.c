@@ -32,8 +32,6 @@
 #include "tap.h"
 
 /* verbs-only queries exported by rdma_xport_verbs.c */
-const char *rdma_xport_verbs_mode(const rdma_conn_t * c);
-int rdma_xport_verbs_describe(const rdma_conn_t * c, char *buf, size_t len);
 
 #define MAXP 4
 #define CARD_LEN 256
@@ -266,7 +264,7 @@ static int rank_stream(node_t * nd)
         }
         if (now_s() > limit) {
             char desc[512];
-            rdma_xport_verbs_describe(&nd->conns[!nd->rank], desc, sizeof(desc));
+            rdma_xport_verbs.describe(&nd->conns[!nd->rank], desc, sizeof(desc));
             say(nd, "D stream stuck: sent %zu rcvd %zu of %zu; %s", fl[!nd->rank].sent,
                 fl[!nd->rank].rcvd, sc->stream, desc);
             exit(1);
@@ -360,11 +358,16 @@ static void rank_connect(node_t * nd)
     for (p = 0; p < sc->nprocs && nd->rank == 0; p++) {
         if (p == nd->rank)
             continue;
-        rdma_xport_verbs_describe(&nd->conns[p], desc, sizeof(desc));
+        rdma_xport_verbs.describe(&nd->conns[p], desc, sizeof(desc));
         say(nd, "D rank 0 -> %d: %s", p, desc);
     }
-    if (nd->rank == 0)
-        say(nd, "M %s", rdma_xport_verbs_mode(&nd->conns[1]));
+    if (nd->rank == 0) {
+        const char *m;
+
+        rdma_xport_verbs.describe(&nd->conns[1], desc, sizeof(desc));
+        m = strstr(desc, "mode=");
+        say(nd, "M %.*s", m ? (int) strcspn(m + 5, " ") : 7, m ? m + 5 : "unknown");
+    }
 }
 
 /* Every connection READY, announced exactly once (no duplicate pairing). */
