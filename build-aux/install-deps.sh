@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # install-deps.sh GROUP... -- install the Debian packages a job needs when
 # missing (as root), or print the exact apt-get line and fail.
-#   build: MPICH with the channel     vm: Soft-RoCE test bed     npb: NAS + plots
+#   build: MPICH with the channel   vm: Soft-RoCE test bed   npb: NAS + plots
+#   peers: Debian's Open MPI and MPICH (ch4:ucx), compared against
 set -euo pipefail
 
 pkgs_build="gcc g++ make autoconf automake libtool perl gfortran xz-utils dpkg-dev libibverbs-dev"
 pkgs_vm="qemu-system-x86 busybox-static kmod rdma-core ibverbs-providers ibverbs-utils perftest iproute2"
 pkgs_npb="gfortran gnuplot-nox"
+pkgs_peers="openmpi-bin libopenmpi-dev mpich libmpich-dev"  # Debian's MPIs, for comparisons
 
 want=""
 for g in "$@"; do
     v="pkgs_$g"
-    [ -n "${!v:-}" ] || { echo "install-deps: unknown group '$g' (build, vm, npb)" >&2; exit 2; }
+    [ -n "${!v:-}" ] || { echo "install-deps: unknown group '$g' (build, vm, npb, peers)" >&2; exit 2; }
     want="$want ${!v}"
 done
 missing=""

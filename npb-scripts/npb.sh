@@ -126,10 +126,14 @@ forget_rows() {
 
 # One run: prints "SECONDS VERIFIED" (VERIFIED: yes, no, timeout, exitN).
 run_once() {  # run_once LOG NP BINARY
-    local rc=0 secs
+    local rc=0 secs busy
+    # Other jobs on the machine skew the times: say so in the log and on stderr.
+    busy=$(awk '$1 == "procs_running" { print $2 - 1 }' /proc/stat)
+    echo "# npb.sh: $busy other runnable processes before the run, $(nproc) cores" > "$1"
+    [ "$busy" -lt 1 ] || log "note: $busy other runnable processes on $(nproc) cores before this run"
     # shellcheck disable=SC2086  # ENV is a list of VAR=VAL words
     (cd "$OUT/work" && timeout -k 30 "$TIMEOUT" env $ENV "$PREFIX/bin/mpiexec" -n "$2" "$3") \
-        > "$1" 2>&1 || rc=$?
+        >> "$1" 2>&1 || rc=$?
     secs=$(awk '/Time in seconds/ { print $NF; exit }' "$1")
     if [ $rc = 124 ] || [ $rc = 137 ]; then echo "- timeout"
     elif [ $rc != 0 ]; then echo "- exit$rc"

@@ -65,27 +65,6 @@ int MPIDI_CH3_PortFnsInit(MPIDI_PortFns * portFns)
     return MPI_SUCCESS;
 }
 
-int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
-{
-    int mpi_errno = MPI_SUCCESS;
-
-    MPL_UNREFERENCED_ARG(port_name);
-    MPL_UNREFERENCED_ARG(new_vc);
-    MPIR_ERR_SET(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
-    return mpi_errno;
-}
-
-int MPIDI_CH3_Get_business_card(int myRank, char *value, int length)
-{
-    int mpi_errno = MPI_SUCCESS;
-
-    MPL_UNREFERENCED_ARG(myRank);
-    MPL_UNREFERENCED_ARG(value);
-    MPL_UNREFERENCED_ARG(length);
-    MPIR_ERR_SET(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
-    return mpi_errno;
-}
-
 int MPIDI_CH3_PG_Init(MPIDI_PG_t * pg)
 {
     MPL_UNREFERENCED_ARG(pg);

@@ -17,10 +17,6 @@
 #include <time.h>
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
-#ifdef MPICH_IS_THREADED
-volatile int MPIDI_CH3I_progress_blocked = FALSE;
-volatile int MPIDI_CH3I_progress_wakeup_signalled = FALSE;
-#endif
 
 static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_CH3 + 1];
 
@@ -33,13 +29,6 @@ int MPIDI_CH3I_Progress_finalize(void)
 {
     return MPI_SUCCESS;
 }
-
-#ifdef MPICH_IS_THREADED
-/* Waiters poll with bounded sleeps (see top): nothing to wake. */
-void MPIDI_CH3I_Progress_wakeup(void)
-{
-}
-#endif
 
 /* Hand the assembled header to CH3; *rreq is set if data follows. */
 static int recv_header(MPIDI_VC_t * vc, MPIR_Request ** rreq)

@@ -4,9 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
 plan 8
-P=$(mpich_prefix rdma) || exit 1
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-build_progs "$P" "$W" || { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
+mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX
     expect_output 1 "$2" "rejects $1" -- env "$1" "$P/bin/mpiexec" -n 2 "$W/cpi"

@@ -4,9 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
 plan 7
-P=$(mpich_prefix rdma) || exit 1
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-build_progs "$P" "$W" || { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
+mpi_setup
 expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
 expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
 expect_output 0 '^1\.\.6' "mpi_check, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/mpi_check"

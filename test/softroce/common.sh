@@ -3,34 +3,14 @@
 
 SOFTROCE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOFTROCE_CACHE=${CH3RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ch3-rdma}/softroce
-HOST_PKGS=(qemu-system-x86 busybox-static kmod rdma-core ibverbs-providers ibverbs-utils
-           libibverbs-dev perftest iproute2)
 # Address of the veth end that carries rxe0; every "node" name resolves to it.
 RXE_ADDR=10.77.0.1
 
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
-# Packages from "$@" that dpkg does not show as installed.
-missing_pkgs() {
-    local p
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' \
-            || echo "$p"
-    done
-}
-
-# Install missing packages as root; otherwise print the exact command and fail.
+# Install the Debian packages of the named groups (build-aux/install-deps.sh).
 ensure_pkgs() {
-    local missing
-    mapfile -t missing < <(missing_pkgs "$@")
-    ((${#missing[@]})) || return 0
-    local cmd="apt-get install -y --no-install-recommends ${missing[*]}"
-    if ((EUID != 0)); then
-        echo "${0##*/}: missing packages; as root run: $cmd" >&2
-        exit 1
-    fi
-    echo "${0##*/}: installing ${missing[*]}" >&2
-    DEBIAN_FRONTEND=noninteractive $cmd >&2
+    bash "$SOFTROCE_DIR/../../build-aux/install-deps.sh" "$@" || exit 1
 }
 
 # The ABI (uname -r of the guest) of Debian's current default kernel, e.g. 6.1.0-56-amd64.

@@ -5,13 +5,12 @@
 #   peers.sh --guest DIR        inside the VM (called by the above)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
-PEER_PKGS=(openmpi-bin libopenmpi-dev mpich libmpich-dev)
 # UCX settings that make UCX 1.13 work on rxe (peers.md explains each one).
 UCX_RXE=("UCX_TLS=rc,self" "UCX_NET_DEVICES=${CH3RDMA_DEVICE:-rxe0}:1" UCX_UD_VERBS_ETH_DGID_CHECK=n
          UCX_LOG_LEVEL=info)
 
 if [[ ${1:-} != --guest ]]; then
-    ensure_pkgs "${PEER_PKGS[@]}"
+    ensure_pkgs peers
     dir=$(mktemp -d /tmp/softroce-peers.XXXXXX)
     for mpi in openmpi mpich; do
         "/usr/bin/mpicc.$mpi" -O2 -o "$dir/pingpong.$mpi" "$SOFTROCE_DIR/pingpong.c"

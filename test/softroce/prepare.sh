@@ -4,7 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-ensure_pkgs "${HOST_PKGS[@]}"
+ensure_pkgs vm
 abi=$(kernel_abi)
 dir=$SOFTROCE_CACHE/$abi
 # The stamp covers the inputs of the initramfs, so editing them triggers a rebuild.
