@@ -3,17 +3,20 @@
 . "$(dirname "$0")/lib.sh"
 plan 4
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+# A private copy: autoconf refuses a VPATH configure of a configured tree.
+mkdir -p "$W/src/ringbuf" && cp -r "$TOP/configure" "$TOP/Makefile.in" "$TOP/build-aux" "$W/src/" &&
+    cp "$TOP/ringbuf/rb_pipe.h" "$W/src/ringbuf/"
 EXPECT_TIMEOUT=120
 expect_output 1 'nonexistent/mpich does not exist; give an MPICH 4.0.2' "missing --with-mpich-source" -- \
-    env -C "$W" "$TOP/configure" --with-mpich-source=/nonexistent/mpich
+    env -C "$W/src" ./configure --with-mpich-source=/nonexistent/mpich
 mkdir -p "$W/mpich-4.1.0/maint"
 echo 'm4_define([MPICH_VERSION_m4],[4.1.0])dnl' > "$W/mpich-4.1.0/maint/version.m4"
 expect_output 1 'found MPICH 4.1.0 .*needs MPICH 4.0.2' "MPICH other than 4.0.2 (directory)" -- \
-    env -C "$W" "$TOP/configure" --with-mpich-source="$W/mpich-4.1.0"
+    env -C "$W/src" ./configure --with-mpich-source="$W/mpich-4.1.0"
 tar -C "$W" -czf "$W/mpich-4.1.0.tar.gz" mpich-4.1.0
 expect_output 1 'found MPICH 4.1.0 .*needs MPICH 4.0.2' "MPICH other than 4.0.2 (tarball)" -- \
-    env -C "$W" "$TOP/configure" --with-mpich-source="$W/mpich-4.1.0.tar.gz"
+    env -C "$W/src" ./configure --with-mpich-source="$W/mpich-4.1.0.tar.gz"
 mkdir -p "$W/empty"
 expect_output 1 'is not an MPICH source tree' "a directory that is not MPICH" -- \
-    env -C "$W" "$TOP/configure" --with-mpich-source="$W/empty"
+    env -C "$W/src" ./configure --with-mpich-source="$W/empty"
 done_testing
