@@ -57,7 +57,7 @@ next_ready() {
 }
 
 main() {
-    local spec base p failed="" bases="" built="" pending b
+    local spec base p failed="" bases="" built="" pending b r
     CLASSES=A NP="4 2" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200
     WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" HELP=""
     parse_options "classes np builds reps benchmarks timeout out" "with-debian-peers wait-builds vm help" "$@"
@@ -80,21 +80,25 @@ main() {
     # shellcheck disable=SC2086
     [ -n "$WAIT_BUILDS" ] || ensure_mpich $bases
 
-    pending=$BUILDS
-    while [ -n "$pending" ]; do
-        spec=$(next_ready $pending)
-        pending=$(echo " $pending " | sed "s| $spec | |; s|^ *||; s| *$||")
-        base=$(spec_build "$spec")
-        [[ " $failed " != *" $base "* ]] || continue
-        p=$(prefix_of "$base" wait)
-        if [[ " $built " != *" $base "* ]]; then
-            "$NPB" build --prefix "$p" --name "$base" --classes "$CLASSES" ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} ||
-                { log "NPB does not build for $base: its runs are left out"; failed="$failed $base"; continue; }
-            built="$built $base"
-        fi
-        "$NPB" run --prefix "$p" --name "$base" --label "$(spec_label "$spec")" --env "$(spec_env "$spec")" \
-            --classes "$CLASSES" --np "$NP" --reps "$REPS" --timeout "$TIMEOUT" \
-            ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} --out "$OUT"
+    # Rep by rep over the builds, so that other load on the machine hits
+    # every build alike; the first rep takes builds as they become ready.
+    for r in $(seq "$REPS"); do
+        pending=$BUILDS
+        while [ -n "$pending" ]; do
+            spec=$(next_ready $pending)
+            pending=$(echo " $pending " | sed "s| $spec | |; s|^ *||; s| *$||")
+            base=$(spec_build "$spec")
+            [[ " $failed " != *" $base "* ]] || continue
+            p=$(prefix_of "$base" wait)
+            if [[ " $built " != *" $base "* ]]; then
+                "$NPB" build --prefix "$p" --name "$base" --classes "$CLASSES" ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} ||
+                    { log "NPB does not build for $base: its runs are left out"; failed="$failed $base"; continue; }
+                built="$built $base"
+            fi
+            "$NPB" run --prefix "$p" --name "$base" --label "$(spec_label "$spec")" --env "$(spec_env "$spec")" \
+                --classes "$CLASSES" --np "$NP" --reps "$REPS" --rep "$r" --timeout "$TIMEOUT" \
+                ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} --out "$OUT"
+        done
     done
 
     "$NPB" report --out "$OUT"

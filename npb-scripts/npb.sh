@@ -4,14 +4,15 @@
 #
 #   npb.sh build  --prefix P --name NAME --classes "S A" [--benchmarks "bt cg ..."]
 #   npb.sh run    --prefix P --name NAME [--label LABEL] --classes "A" --np "4 2"
-#                 --reps 3 [--benchmarks ...] [--env "VAR=VAL ..."] [--timeout SEC] --out DIR
+#                 --reps 3 [--rep K] [--benchmarks ...] [--env "VAR=VAL ..."] [--timeout SEC] --out DIR
 #   npb.sh report --out DIR
 #
 # Builds go to $CACHE/npb/NAME (NPB 3.4 sizes its arrays at run time, so one
 # binary per benchmark and class serves every rank count).  Runs append to
 # DIR/results.csv (build,benchmark,class,np,rep,seconds,verified) with raw
 # logs in DIR/logs/; a run counts only if NPB prints "Verification =
-# SUCCESSFUL" and mpiexec exits 0.  report writes DIR/report.md,
+# SUCCESSFUL" and mpiexec exits 0.  --rep K runs only rep K of --reps (so
+# a caller can interleave builds rep by rep).  report writes DIR/report.md,
 # DIR/summary.csv and DIR/report.png.
 set -euo pipefail
 PROG=npb
@@ -117,10 +118,12 @@ cmd_build() {
 
 is_square() { local r=1; while [ $((r * r)) -lt "$1" ]; do r=$((r + 1)); done; [ $((r * r)) = "$1" ]; }
 
-# Drop earlier rows of the same label/benchmark/class/np, so a re-run replaces them.
+# forget_rows LABEL BENCH CLASS NP [REP]: drop earlier rows of the same
+# label/benchmark/class/np (and rep), so a re-run replaces them.
 forget_rows() {
     local csv=$OUT/results.csv
-    awk -F, -v k="$1,$2,$3,$4" 'NR == 1 || $1 "," $2 "," $3 "," $4 != k' "$csv" > "$csv.tmp"
+    awk -F, -v k="$1,$2,$3,$4" -v rep="${5-}" \
+        'NR == 1 || $1 "," $2 "," $3 "," $4 != k || (rep != "" && $5 != rep)' "$csv" > "$csv.tmp"
     mv "$csv.tmp" "$csv"
 }
 
@@ -157,8 +160,8 @@ cmd_run() {
         fi
         bin=$tree/bin/$b.$c.x
         [ -x "$bin" ] || die "$bin missing: run npb.sh build --name $NAME --classes $c first"
-        forget_rows "$LABEL" "$b" "$c" "$np"
-        for r in $(seq "$REPS"); do
+        forget_rows "$LABEL" "$b" "$c" "$np" "$REP"
+        for r in ${REP:-$(seq "$REPS")}; do
             rlog=$OUT/logs/$LABEL/$b.$c.np$np.rep$r.log
             log "running $b.$c np=$np rep $r/$REPS for $LABEL"
             read -r secs ok < <(run_once "$rlog" "$np" "$bin")
@@ -182,7 +185,6 @@ summarize() {
         k = $2 "," $3 "," $4 SUBSEP $1
         if (!(k in n)) { n[k] = 0; order[++nk] = k }
         if ($7 == "yes") v[k, ++n[k]] = $6; else fail[k]++
-        reps[k]++
     }
     function median(k,   i, j, t, m) {
         m = n[k]; if (m == 0) return ""
@@ -273,7 +275,7 @@ set xtics rotate by -45
 set xlabel "benchmark.class/np"
 set yrange [0:*]
 set grid ytics
-plot for [i=2:$(($(head -1 "$dat" | wc -w)))] "$dat" using i:xtic(1)
+plot for [i=2:$(head -1 "$dat" | wc -w)] "$dat" using i:xtic(1)
 EOF
 }
 
@@ -287,9 +289,12 @@ cmd_report() {
         echo
         sed 's/^\([^,]*\),\([^,]*\),\(.*\)$/- \1: `\2` \3/' "$OUT/builds.csv"
         echo
-        echo "Ranks beyond the core count are oversubscribed (ch3:nemesis busy-polls and collapses there)."
-        echo "FAIL (k/n): k of n reps did not verify, timed out or crashed (logs in logs/)."
-        echo "NPB prints times to 0.01 s; a time of 0.00 gets no ratio."
+        echo "- Ranks beyond the core count are oversubscribed: busy-polling channels (ch3:nemesis) suffer there."
+        echo "- Runs that started while other processes were runnable (other jobs on the machine skew times):" \
+            "$(head -qn1 "$OUT"/logs/*/*.log 2>/dev/null |
+                awk '/^# npb.sh: [0-9]+ other runnable/ { n++; b += $3 > 0 } END { printf "%d of %d", b, n }')."
+        echo "- FAIL (k/n): k of n reps did not verify, timed out or crashed (logs in logs/)."
+        echo "- NPB prints times to 0.01 s; a time of 0.00 gets no ratio."
         markdown
     } > "$OUT/report.md"
     plot
@@ -302,9 +307,9 @@ cmd_report() {
 main() {
     [ $# -gt 0 ] || usage
     local cmd=$1 b; shift
-    PREFIX="" NAME="" LABEL="" CLASSES="" BENCHMARKS=$ALL_BENCHMARKS NP="" REPS=3 ENV="" OUT=""
-    TIMEOUT=1200 HELP=""
-    parse_options "prefix name label classes benchmarks np reps env out timeout" help "$@"
+    PREFIX="" NAME="" LABEL="" CLASSES="" BENCHMARKS=$ALL_BENCHMARKS NP="" REPS=3 REP="" ENV=""
+    OUT="" TIMEOUT=1200 HELP=""
+    parse_options "prefix name label classes benchmarks np reps rep env out timeout" help "$@"
     [ -z "$HELP" ] || usage
     [ -z "$PREFIX" ] || [ -d "$PREFIX" ] || die "--prefix $PREFIX: no such directory"
     [ -z "$PREFIX" ] || PREFIX=$(cd "$PREFIX" && pwd -P)

@@ -21,8 +21,9 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_poll_transports(void);
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc);
+int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
-extern int MPIDI_CH3I_poll_spins;      /* idle polls before yielding */
+extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 
 /* Send side (ch3_send.c) and receive side (ch3_progress.c). */
 int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed);

@@ -7,14 +7,13 @@
  * handler returns a request, read its data iov, then call its OnDataAvail
  * (which may load more iov entries) until it completes.
  *
- * Blocking waits poll MPIDI_CH3I_poll_spins times, then yield the CPU and
- * finally sleep briefly between polls, releasing the global critical
- * section meanwhile, so oversubscribed runs and threads waiting on each
- * other make progress and an idle wait does not burn a core.
+ * Blocking waits poll MPIDI_CH3I_poll_spins times, then block in the
+ * kernel between polls (MPIDI_CH3I_RDMA_block: a futex that shm peers
+ * wake, bounded sleeps otherwise), releasing the global critical section
+ * meanwhile, so oversubscribed runs and threads waiting on each other make
+ * progress and an idle wait does not burn a core.
  */
 #include "mpidi_ch3_impl.h"
-#include <sched.h>
-#include <time.h>
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
 
@@ -175,26 +174,6 @@ static int progress_poll(int *progressed)
     goto fn_exit;
 }
 
-/* Idle for `idle` consecutive empty polls: spin, then yield, then sleep
- * (50 us, growing to 500 us), outside the global critical section. */
-static void progress_backoff(unsigned long idle)
-{
-    unsigned long over;
-    struct timespec ts = { 0, 0 };
-
-    if (idle < (unsigned long) MPIDI_CH3I_poll_spins)
-        return;
-    over = idle - MPIDI_CH3I_poll_spins;
-    MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    if (over < 1000) {
-        sched_yield();
-    } else {
-        ts.tv_nsec = over < 3000 ? 50000 : 500000;
-        nanosleep(&ts, NULL);
-    }
-    MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-}
-
 int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state * state)
 {
     int mpi_errno = MPI_SUCCESS, progressed;
@@ -204,10 +183,13 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state * state)
         return progress_poll(&progressed);
 
     do {
-        mpi_errno = progress_poll(&progressed);
+        if (idle < (unsigned long) MPIDI_CH3I_poll_spins)
+            mpi_errno = progress_poll(&progressed);
+        else
+            mpi_errno = MPIDI_CH3I_RDMA_block(progress_poll, &progressed,
+                                              idle - MPIDI_CH3I_poll_spins);
         MPIR_ERR_CHECK(mpi_errno);
         idle = progressed ? 0 : idle + 1;
-        progress_backoff(idle);
     } while (state->ch.completion_count == MPIDI_CH3I_progress_completion_count);
     state->ch.completion_count = MPIDI_CH3I_progress_completion_count;
 

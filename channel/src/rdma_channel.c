@@ -10,6 +10,9 @@
  * P<rank>-businesscard key, published by MPIDI_PG_SetConnInfo).
  */
 #include "mpidi_ch3_impl.h"
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -157,13 +160,15 @@ cvars:
     - name        : MPIR_CVAR_CH3_RDMA_POLL_SPINS
       category    : CH3_RDMA
       type        : int
-      default     : 2000
+      default     : -1
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Idle polls of a blocking wait before it starts yielding the CPU
-        (sched_yield, then short sleeps); 0..100000000.
+        Idle polls of a blocking wait before it blocks in the kernel (woken by
+        shared-memory peers, bounded sleeps otherwise); 0..100000000.  -1
+        (auto): 2000, or 0 when this node runs more ranks than it has cores
+        (oversubscribed: the CPU is better spent on another rank).
 
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
@@ -273,15 +278,30 @@ static int rdma_other_cvars_check(void)
                MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT <= 3600,
                "MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=%d: allowed 1..3600 (seconds)",
                MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT);
-    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_POLL_SPINS >= 0 && MPIR_CVAR_CH3_RDMA_POLL_SPINS <= 100000000,
-               "MPIR_CVAR_CH3_RDMA_POLL_SPINS=%d: allowed 0..100000000",
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_POLL_SPINS >= -1 && MPIR_CVAR_CH3_RDMA_POLL_SPINS <= 100000000,
+               "MPIR_CVAR_CH3_RDMA_POLL_SPINS=%d: allowed -1 (auto) or 0..100000000",
                MPIR_CVAR_CH3_RDMA_POLL_SPINS);
-    MPIDI_CH3I_poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
 
   fn_exit:
     return mpi_errno;
   fn_fail:
     goto fn_exit;
+}
+
+/* Spin budget of blocking waits: none when this node's ranks outnumber
+ * the cores this process may run on. */
+static int rdma_poll_spins(MPIDI_PG_t * pg, int pg_rank)
+{
+    cpu_set_t set;
+    int i, local = 0, cores;
+
+    if (MPIR_CVAR_CH3_RDMA_POLL_SPINS >= 0)
+        return MPIR_CVAR_CH3_RDMA_POLL_SPINS;
+    for (i = 0; i < pg->size; i++)
+        local += pg->vct[i].node_id == pg->vct[pg_rank].node_id;
+    cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+        : (int) sysconf(_SC_NPROCESSORS_ONLN);
+    return local > cores ? 0 : 2000;
 }
 
 /* --- owner callbacks handed to the transports ------------------------ */
@@ -388,6 +408,7 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_RDMA_init_process_group(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
+    MPIDI_CH3I_poll_spins = rdma_poll_spins(pg, pg_rank);
 
     for (i = 0; i < pg->size; i++)
         for (k = 0; k < XP_N; k++)
@@ -544,6 +565,37 @@ int MPIDI_CH3I_RDMA_poll_transports(void)
                           xports[k].ops->error(xports[k].xp));
     }
     return mpi_errno;
+}
+
+/* Idle for `over` polls past the spin phase: arm the transport that can
+ * wake us (shm futex), poll once more, then block until a peer writes to
+ * us or a timeout passes (outside the global critical section).  Verbs
+ * arrivals cannot wake the futex, so with verbs peers the sleep is short;
+ * with several threads sharing the flag a wakeup may be missed, so the
+ * sleep is bounded there too. */
+int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over)
+{
+    rdma_xport_slot_t *w = xports[XP_SHM].xp ? &xports[XP_SHM] : NULL;
+    long us = xports[XP_VERBS].xp ? (over < 3000 ? 50 : 500) : MPIR_IS_THREADED ? 1000 : 20000;
+    int mpi_errno;
+
+    if (w)
+        w->ops->wait_arm(w->xp);
+    mpi_errno = poll(progressed);
+    if (mpi_errno || *progressed) {
+        if (w)
+            w->ops->wait_disarm(w->xp);
+        return mpi_errno;
+    }
+    MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+    if (w) {
+        w->ops->wait(w->xp, us);
+    } else {
+        struct timespec ts = { 0, us * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
+    return MPI_SUCCESS;
 }
 
 /* CH3's close protocol is done: stop polling vc.  The transport keeps the

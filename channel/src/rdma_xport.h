@@ -90,6 +90,13 @@ struct rdma_xport_ops {
     const char *(*error) (const rdma_xport_t * xp);
     /* One line about a connection (transport, arrival mode, limits). */
     int (*describe) (const rdma_conn_t * c, char *buf, size_t len);
+    /* Blocking wait (optional; NULL: the owner sleeps for a while).  The
+     * owner calls wait_arm(), polls everything once more, then wait_disarm()
+     * if something moved, else wait(), which returns once a peer wrote to
+     * this process after wait_arm() (no lost wakeups) or after timeout_us. */
+    void (*wait_arm) (rdma_xport_t * xp);
+    void (*wait) (rdma_xport_t * xp, long timeout_us);
+    void (*wait_disarm) (rdma_xport_t * xp);
 };
 
 extern const rdma_xport_ops_t rdma_xport_shm;

@@ -31,13 +31,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "rdma_xport.h"
 
 #define SHM_MAGIC 0x6d68732d616d6472ULL /* "rdma-shm" */
-#define SHM_VERSION 1
+#define SHM_VERSION 2
 #define SHM_PAGE 4096
 #define SHM_JOB_LEN 64
 
@@ -45,6 +49,11 @@ typedef struct shm_hdr {
     uint64_t magic, version, ring_size, nslots, rank;
     uint64_t doorbell;          /* bumped by every peer that attaches */
     char job[SHM_JOB_LEN];
+    /* eventcount for blocking waits (rdma_shm_wait): the owner sets
+     * sleeping before its last poll; a peer that wrote to it and then sees
+     * sleeping bumps wake_seq and wakes the futex */
+    uint32_t wake_seq __attribute__((aligned(64)));
+    uint32_t sleeping;
 } shm_hdr_t;
 
 typedef struct shm_ctl {
@@ -66,6 +75,7 @@ struct rdma_xport {
     uint8_t *map;
     size_t maplen;
     uint64_t doorbell;          /* last value seen */
+    uint32_t wake_key;          /* wake_seq when the wait was armed */
     shm_peer_t *peer;           /* [size] */
     char err[256];
 };
@@ -105,24 +115,40 @@ static int rdma_shm_say(char *buf, size_t len, int code, const char *fmt, ...)
 
 /* ---- pipe operations: the ring is already written ---- */
 
+/* After a store the peer may be waiting for (frame, head or credit): wake
+ * it if it sleeps.  The fence pairs with the one in rdma_shm_wait_arm
+ * (Dekker): either the peer's last poll sees our store, or we see its
+ * sleeping flag. */
+static int rdma_shm_wake(shm_peer_t * pe)
+{
+    shm_hdr_t *h = (shm_hdr_t *) pe->map;
+
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->sleeping, __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&h->wake_seq, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &h->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    return 0;
+}
+
 static int rdma_shm_write(void *ctx, size_t off, size_t len)
 {
-    (void) ctx, (void) off, (void) len;
-    return 0;
+    (void) off, (void) len;
+    return rdma_shm_wake(ctx);
 }
 
 /* release: the pipe's chunk-word clears come before the sender reuses them */
 static int rdma_shm_credit(void *ctx, uint64_t tail)
 {
     __atomic_store_n(&((shm_peer_t *) ctx)->rx_ctl->tail, tail, __ATOMIC_RELEASE);
-    return 0;
+    return rdma_shm_wake(ctx);
 }
 
 /* release: the frame is in the ring before the head says so */
 static int rdma_shm_head(void *ctx, uint64_t head)
 {
     __atomic_store_n(&((shm_peer_t *) ctx)->tx_ctl->head, head, __ATOMIC_RELEASE);
-    return 0;
+    return rdma_shm_wake(ctx);
 }
 
 static const rb_xport_ops_t rdma_shm_pipe_ops = {
@@ -372,6 +398,32 @@ static const char *rdma_shm_error(const rdma_xport_t * xp)
     return xp ? xp->err : "shm: no transport";
 }
 
+/* ---- blocking wait (see shm_hdr_t) ---- */
+
+static void rdma_shm_wait_arm(rdma_xport_t * xp)
+{
+    shm_hdr_t *h = (shm_hdr_t *) xp->map;
+
+    xp->wake_key = __atomic_load_n(&h->wake_seq, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&h->sleeping, 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void rdma_shm_wait_disarm(rdma_xport_t * xp)
+{
+    __atomic_store_n(&((shm_hdr_t *) xp->map)->sleeping, 0, __ATOMIC_RELAXED);
+}
+
+/* Sleep until a peer wrote to us since wait_arm, or timeout_us passed. */
+static void rdma_shm_wait(rdma_xport_t * xp, long timeout_us)
+{
+    shm_hdr_t *h = (shm_hdr_t *) xp->map;
+    struct timespec ts = { timeout_us / 1000000, (timeout_us % 1000000) * 1000 };
+
+    syscall(SYS_futex, &h->wake_seq, FUTEX_WAIT, xp->wake_key, &ts, NULL, 0);
+    rdma_shm_wait_disarm(xp);
+}
+
 static int rdma_shm_describe(const rdma_conn_t * c, char *buf, size_t len)
 {
     return snprintf(buf, len, "shm mode=%s ring=%zu chunk=%zu",
@@ -388,4 +440,7 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .finalize = rdma_shm_finalize,
     .error = rdma_shm_error,
     .describe = rdma_shm_describe,
+    .wait_arm = rdma_shm_wait_arm,
+    .wait = rdma_shm_wait,
+    .wait_disarm = rdma_shm_wait_disarm,
 };
