@@ -67,7 +67,7 @@ fetch_debian_source() {
             apt-get update -qq
         fi
         log "downloading the Debian mpich source package into $d"
-        (cd "$d" && apt-get source --download-only -qq "mpich=${MPICH_VERSION}*" >&2) ||
+        (cd "$d" && apt-get source --download-only -qq mpich >&2) ||
             die "apt-get source mpich failed (no deb-src entry or no network); pass --with-mpich-source=DIR|TARBALL"
         t=$(ls "$d"/mpich_${MPICH_VERSION}.orig.tar.* 2>/dev/null | head -1 || true)
         [ -n "$t" ] || die "Debian's mpich source is not version $MPICH_VERSION ($(ls "$d")); pass --with-mpich-source"
@@ -78,7 +78,7 @@ fetch_debian_source() {
 # Resolve the pristine tree; prints its path.
 pristine_tree() {
     local s=$source_arg key dir
-    [ -n "$s" ] || s=$(fetch_debian_source)
+    [ -n "$s" ] || s=$(fetch_debian_source) || exit 1
     [ -e "$s" ] || die "--with-mpich-source: '$s' does not exist"
     if [ -d "$s" ]; then
         check_version "$s"; echo "$(cd "$s" && pwd)"; return
@@ -203,7 +203,7 @@ build_tree() {
 
 main() {
     local pristine args tkey key root tree
-    pristine=$(pristine_tree)
+    pristine=$(pristine_tree) || exit 1
     args="--with-device=ch3:$dev $COMMON_ARGS $extra_args"
     tkey=$( { echo "$pristine"; [ "$dev" != rdma ] || cat "$top/channel/Makefile.mk" \
         "$top/channel/subconfigure.m4"; } | hash_of)

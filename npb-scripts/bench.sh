@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # bench.sh -- run test/bench/mpi_bench with 2 ranks for several builds and
 # compare them side by side (latency at 8 B, bandwidth at 1 MiB and 16 MiB,
 # ratios to ch3:nemesis), each number with the exact command behind it.
 #
-#   bench.sh [--builds "nemesis sock rdma rdma-basic:VAR=VAL"] [--out DIR]
-#            [--wait-builds] [-- MPI_BENCH_ARGS...]
+#   bench.sh [--builds "nemesis sock rdma rdma-basic:VAR=VAL"] [--rounds N]
+#            [--out DIR] [--wait-builds] [-- MPI_BENCH_ARGS...]
 #
 # Build specs as in main-job.sh: LABEL[:VAR=VAL...], LABEL a build (rdma,
-# sock, nemesis, debian-mpich, debian-openmpi) or BUILD-variant.  The full
-# mpi_bench tables are kept in DIR/<label>.txt.
+# sock, nemesis, debian-mpich, debian-openmpi) or BUILD-variant.  --rounds
+# runs every build N times, round by round (other load on the machine then
+# hits all builds alike), and compares the medians over the rounds.  The
+# full mpi_bench tables are kept in DIR/<label>.<round>.txt.
 set -euo pipefail
 PROG=bench
 . "$(dirname "$0")/common.sh"
 SRC=$TOP/test/bench/mpi_bench.c
 
-usage() { sed -n '6,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # mpi_bench for prefix $2, rebuilt when the source or the MPI changes.
 bench_binary() {
@@ -29,19 +31,24 @@ bench_binary() {
     echo "$dir/mpi_bench"
 }
 
-# value TABLE TEST SIZE COLUMN: one figure of an mpi_bench table.
-value() { awk -v t="$2" -v n="$3" -v c="$4" '$1 == t && $2 == n { print $c; exit }' "$1"; }
+# value LABEL TEST SIZE COLUMN: median of one figure over the rounds' tables.
+value() {
+    awk -v t="$2" -v n="$3" -v c="$4" '$1 == t && $2 == n { v[++m] = $c }
+        END { if (!m) exit
+            for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { x = v[j]; v[j] = v[j-1]; v[j-1] = x }
+            print m % 2 ? v[(m+1)/2] : sprintf("%.3f", (v[m/2] + v[m/2+1]) / 2) }' "$OUT/$1".*.txt
+}
 
-# Side-by-side table from DIR/runs.tsv (label, status, command) and
-# DIR/<label>.txt; "-" marks a size that was not measured.
+# Side-by-side table from DIR/runs.tsv (label, status, libmpi, command) and
+# the tables; "-" marks a size that was not measured.
 compare() {
-    local out=$1 label status cmd fmt='%-16s %10s %7s %12s %7s %12s %7s  %s\n'
+    local label status lib cmd fmt='%-16s %10s %7s %12s %7s %12s %7s  %s\n'
     # shellcheck disable=SC2059
     printf "$fmt" build lat8B_us x_nem bw1MiB_MBps x_nem bw16MiB_MBps x_nem command
-    while IFS=$'\t' read -r label status cmd; do
-        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$status" "$(value "$out/$label.txt" latency 8 3)" \
-            "$(value "$out/$label.txt" bw 1048576 4)" "$(value "$out/$label.txt" bw 16777216 4)" "$cmd"
-    done < "$out/runs.tsv" |
+    while IFS=$'\t' read -r label status _ cmd; do
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$status" "$(value "$label" latency 8 3)" \
+            "$(value "$label" bw 1048576 4)" "$(value "$label" bw 16777216 4)" "$cmd"
+    done < "$OUT/runs.tsv" |
     awk -F'\t' -v fmt="$fmt" '
         function ratio(v, r) { return (v != "" && r + 0 > 0) ? sprintf("%.2f", v / r) : "-" }
         function cell(v) { return v != "" ? v : status != "ok" ? "FAIL" : "-" }
@@ -49,12 +56,13 @@ compare() {
         END { for (i = 1; i <= NR; i++) { split(row[i], f, "\t"); status = f[2]
             printf fmt, f[1], cell(f[3]), ratio(f[3], rl), cell(f[4]), ratio(f[4], rb1),
                 cell(f[5]), ratio(f[5], rb16), f[6] (status == "ok" ? "" : "  [" status "]") } }'
+    while IFS=$'\t' read -r label status lib cmd; do echo "# $label: libmpi $lib"; done < "$OUT/runs.tsv"
 }
 
 main() {
-    local spec label base p bin cmd envs status
-    BUILDS=$PROJECT_BUILDS OUT="" WAIT_BUILDS="" HELP=""
-    parse_options "builds out" "wait-builds help" "$@"
+    local spec label base p bin cmd envs status round
+    BUILDS=$PROJECT_BUILDS ROUNDS=1 OUT="" WAIT_BUILDS="" HELP=""
+    parse_options "builds rounds out" "wait-builds help" "$@"
     [ -z "$HELP" ] || usage
     set -- ${REST[@]+"${REST[@]}"}
     for spec in $BUILDS; do spec_build "$spec" > /dev/null; done
@@ -65,16 +73,20 @@ main() {
         label=$(spec_label "$spec") base=$(spec_build "$spec") envs=$(spec_env "$spec")
         p=$(prefix_of "$base" ${WAIT_BUILDS:+wait})
         bin=$(bench_binary "$base" "$p")
-        cmd="${envs:+env $envs }$p/bin/mpiexec -n 2 $bin${*:+ $*}"
-        log "running $label: $cmd"
-        status=ok
-        # shellcheck disable=SC2086
-        timeout -k 10 1800 env $envs "$p/bin/mpiexec" -n 2 "$bin" "$@" > "$OUT/$label.txt" 2> "$OUT/$label.err" ||
-            { status=exit$?; log "$label: mpi_bench failed ($status; see $OUT/$label.err)"; }
-        printf '%s\t%s\t%s\n' "$label" "$status" "$cmd" >> "$OUT/runs.tsv"
+        printf '%s\tok\t%s\t%s\n' "$label" "$(lib_id "$p")" "${envs:+env $envs }$p/bin/mpiexec -n 2 $bin${*:+ $*}" \
+            >> "$OUT/runs.tsv"
     done
-    compare "$OUT" | tee "$OUT/compare.txt"
-    log "lat: ratio < 1 is faster; bw: ratio > 1 is faster.  Tables: $OUT/<label>.txt, summary: $OUT/compare.txt"
+    for round in $(seq "$ROUNDS"); do
+        while IFS=$'\t' read -r label status _ cmd; do
+            log "round $round/$ROUNDS, $label: $cmd"
+            # shellcheck disable=SC2086  # the command line, as printed
+            timeout -k 10 1800 $cmd < /dev/null > "$OUT/$label.$round.txt" 2> "$OUT/$label.$round.err" ||
+                { status=exit$?; log "$label: mpi_bench failed ($status; see $OUT/$label.$round.err)"
+                  sed -i "s|^$label\tok\t|$label\t$status\t|" "$OUT/runs.tsv"; }
+        done < <(cat "$OUT/runs.tsv")
+    done
+    compare | tee "$OUT/compare.txt"
+    log "lat: ratio < 1 is faster; bw: ratio > 1 is faster.  Tables: $OUT/<label>.<round>.txt, summary: $OUT/compare.txt"
 }
 
 main "$@"

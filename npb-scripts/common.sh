@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash source-path=SCRIPTDIR
 # common.sh -- helpers shared by npb.sh, main-job.sh and bench.sh (sourced).
 # The caller sets PROG (prefix of its messages) before sourcing.
 # shellcheck source=../test/lib.sh
@@ -6,6 +6,7 @@
 shopt -s inherit_errexit    # set -e inside $(...) too
 
 die() { echo "$PROG: $*" >&2; exit 1; }
+usage() { sed -n '/^set -e/q; s/^#   /  /p' "$0" >&2; exit 2; }    # the header's usage lines
 log() { echo "$PROG: $*" >&2; }
 
 # The project's MPICH builds, and Debian's MPI packages as peers.
@@ -67,6 +68,13 @@ prefix_of() {
 mpi_identity() {
     echo "$1"
     if [ -x "$1/bin/mpichversion" ]; then "$1/bin/mpichversion"; else "$1/bin/mpiexec" --version; fi
+}
+
+# Which libmpi a prefix has now (the rdma build is rebuilt in place):
+# "sha256-prefix mtime", or "-" for a prefix without lib/libmpi.so.
+lib_id() {
+    local l; l=$(readlink -f "$1/lib/libmpi.so" 2>/dev/null) && [ -f "$l" ] || { echo -; return; }
+    echo "$(sha256sum < "$l" | cut -c1-12) $(date -r "$l" +%Y-%m-%dT%H:%M)"
 }
 
 # Default output directory: results/<date>-<host>[-SUFFIX] in the repository.

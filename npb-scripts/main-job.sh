@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # main-job.sh -- the main benchmark job: NPB 3.4 on ch3:rdma against the stock
 # CH3 builds (and, optionally, Debian's MPICH / Open MPI), with a report.
 #
@@ -16,7 +17,6 @@ PROG=main-job
 . "$(dirname "$0")/common.sh"
 NPB=$(dirname "$0")/npb.sh
 
-usage() { sed -n '5,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # Debian packages: the lead's installer, else check and print the apt line.
 ensure_deps() {
@@ -85,6 +85,7 @@ main() {
     for r in $(seq "$REPS"); do
         pending=$BUILDS
         while [ -n "$pending" ]; do
+            # shellcheck disable=SC2086  # a list of specs
             spec=$(next_ready $pending)
             pending=$(echo " $pending " | sed "s| $spec | |; s|^ *||; s| *$||")
             base=$(spec_build "$spec")

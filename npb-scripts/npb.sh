@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # npb.sh -- build, run and report the NAS Parallel Benchmarks 3.4 (MPI)
 # against an installed MPI prefix.
 #
@@ -21,7 +22,6 @@ PROG=npb
 NPB_URL=https://www.nas.nasa.gov/assets/npb/NPB3.4.2.tar.gz
 ALL_BENCHMARKS="bt cg ep ft is lu mg sp"
 
-usage() { sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # --- build -------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ run_once() {  # run_once LOG NP BINARY
     echo "# npb.sh: $busy other runnable processes before the run, $(nproc) cores" > "$1"
     [ "$busy" -lt 1 ] || log "note: $busy other runnable processes on $(nproc) cores before this run"
     # shellcheck disable=SC2086  # ENV is a list of VAR=VAL words
-    (cd "$OUT/work" && timeout -k 30 "$TIMEOUT" env $ENV "$PREFIX/bin/mpiexec" -n "$2" "$3") \
+    (cd "$OUT/work" && timeout -k 30 "$TIMEOUT" env $ENV "$PREFIX/bin/mpiexec" -n "$2" "$3" < /dev/null) \
         >> "$1" 2>&1 || rc=$?
     secs=$(awk '/Time in seconds/ { print $NF; exit }' "$1")
     if [ $rc = 124 ] || [ $rc = 137 ]; then echo "- timeout"
@@ -153,7 +153,7 @@ cmd_run() {
     mkdir -p "$OUT/logs/$LABEL" "$OUT/work"
     [ -f "$OUT/results.csv" ] || echo "build,benchmark,class,np,rep,seconds,verified" > "$OUT/results.csv"
     grep -q "^$LABEL," "$OUT/builds.csv" 2>/dev/null ||
-        echo "$LABEL,$PREFIX,$ENV" >> "$OUT/builds.csv"
+        echo "$LABEL,$PREFIX,$(lib_id "$PREFIX"),$ENV" >> "$OUT/builds.csv"
     for np in $NP; do for c in $CLASSES; do for b in $BENCHMARKS; do
         if [[ $b == bt || $b == sp ]] && ! is_square "$np"; then
             log "skipping $b.$c at np=$np (needs a square rank count)"; continue
@@ -178,50 +178,54 @@ cmd_run() {
 
 # --- report ------------------------------------------------------------------
 
-# summary.csv: one row per build/benchmark/class/np with the median of the
-# verified reps and the time ratio to ch3:nemesis (empty when unknown).
+# summary.csv: one row per build/benchmark/class/np with the median and the
+# minimum of the verified reps and their ratios to ch3:nemesis (empty when
+# unknown).  The minimum is less sensitive to other load on the machine.
 summarize() {
     awk -F, 'NR > 1 {
         k = $2 "," $3 "," $4 SUBSEP $1
         if (!(k in n)) { n[k] = 0; order[++nk] = k }
         if ($7 == "yes") v[k, ++n[k]] = $6; else fail[k]++
     }
-    function median(k,   i, j, t, m) {
-        m = n[k]; if (m == 0) return ""
-        for (i = 1; i <= m; i++) a[i] = v[k, i]
-        for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-        return m % 2 ? a[(m+1)/2] : (a[m/2] + a[m/2+1]) / 2
+    function sort_reps(k,   i, j, t) {
+        for (i = 1; i <= n[k]; i++) a[i] = v[k, i]
+        for (i = 2; i <= n[k]; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
     }
+    function ratio(x, y) { return (x + 0 > 0 && y + 0 > 0) ? sprintf("%.3f", x / y) : "" }
+    function secs(x) { return x == "" ? "" : sprintf("%.2f", x) }
     END {
-        print "benchmark,class,np,build,median_seconds,reps_ok,reps_failed,ratio_to_nemesis"
-        for (i = 1; i <= nk; i++) med[order[i]] = median(order[i])
+        print "benchmark,class,np,build,median_seconds,reps_ok,reps_failed,ratio_to_nemesis,min_seconds,min_ratio_to_nemesis"
+        for (i = 1; i <= nk; i++) {
+            k = order[i]; med[k] = mn[k] = ""
+            if (n[k]) { sort_reps(k); m = n[k]; mn[k] = a[1]; med[k] = m % 2 ? a[(m+1)/2] : (a[m/2] + a[m/2+1]) / 2 }
+        }
         for (i = 1; i <= nk; i++) {
             k = order[i]; split(k, kb, SUBSEP); ref = kb[1] SUBSEP "nemesis"
-            ratio = ""
-            if (!fail[k] && med[k] + 0 > 0 && !fail[ref] && med[ref] + 0 > 0)
-                ratio = sprintf("%.3f", med[k] / med[ref])
-            printf "%s,%s,%s,%d,%d,%s\n", kb[1], kb[2], med[k] == "" ? "" : sprintf("%.2f", med[k]), n[k], fail[k], ratio
+            ok = !fail[k] && !fail[ref]
+            printf "%s,%s,%s,%d,%d,%s,%s,%s\n", kb[1], kb[2], secs(med[k]), n[k], fail[k],
+                ok ? ratio(med[k], med[ref]) : "", secs(mn[k]), ok ? ratio(mn[k], mn[ref]) : ""
         }
     }' "$OUT/results.csv"
 }
 
-# Markdown tables (one per class and np) and a geometric-mean line per build.
+# markdown TIME-COLUMN RATIO-COLUMN WHAT: tables of summary.csv (one per
+# class and np) and a geometric-mean line per build.
 markdown() {
-    awk -F, 'NR > 1 {
+    awk -F, -v t="$1" -v q="$2" -v what="$3" 'NR > 1 {
         grp = "class " $2 ", np=" $3; row = $1 "." $2
         if (!(grp in seen)) { seen[grp] = 1; groups[++ng] = grp }
         if (!((grp, row) in seenr)) { seenr[grp, row] = 1; rows[grp, ++nr[grp]] = row }
         if (!($4 in seenb)) { seenb[$4] = 1; builds[++nb] = $4 }
         cell[grp, row, $4] = $7 ? sprintf("FAIL (%d/%d)", $7, $6 + $7) : \
-            sprintf("%.2f", $5) ($8 != "" ? sprintf(" (%.2f)", $8) : "")
-        if ($8 != "") { lg[grp, $4] += log($8); cnt[grp, $4]++ }
+            sprintf("%.2f", $t) ($q != "" ? sprintf(" (%.2f)", $q) : "")
+        if ($q != "") { lg[grp, $4] += log($q); cnt[grp, $4]++ }
         if ($7) nfail[grp, $4]++
         ran[grp, $4] = 1
     }
     END {
         for (g = 1; g <= ng; g++) {
             grp = groups[g]
-            printf "\n### %s\n\nseconds, median of the verified reps (ratio to ch3:nemesis)\n\n| benchmark |", grp
+            printf "\n### %s: %s\n\nseconds, %s of the verified reps (ratio to ch3:nemesis)\n\n| benchmark |", grp, what, what
             for (b = 1; b <= nb; b++) printf " %s |", builds[b]
             printf "\n|---|"; for (b = 1; b <= nb; b++) printf "---:|"; printf "\n"
             for (r = 1; r <= nr[grp]; r++) {
@@ -235,7 +239,7 @@ markdown() {
             for (b = 1; b <= nb; b++) { k = grp SUBSEP builds[b]; if (!ran[k]) continue
                 sumline[b] = sumline[b] sprintf("  %s: %s%s;", grp, cnt[k] ? sprintf("%.3f over %d", exp(lg[k] / cnt[k]), cnt[k]) : "n/a", nfail[k] ? sprintf(", %d FAIL", nfail[k]) : "") }
         }
-        printf "\n## Summary (geometric mean of time ratios to ch3:nemesis; < 1 is faster)\n\n"
+        printf "\n## Summary, %s (geometric mean of time ratios to ch3:nemesis; < 1 is faster)\n\n", what
         for (b = 1; b <= nb; b++) printf "- %s:%s\n", builds[b], sumline[b]
     }' "$OUT/summary.csv"
 }
@@ -285,9 +289,9 @@ cmd_report() {
     {
         echo "# NPB 3.4 MPI results ($(date -u +%Y-%m-%dT%H:%MZ), $(hostname), $(nproc) cores)"
         echo
-        echo "Builds (label, prefix, extra environment):"
+        echo "Builds (label, prefix, libmpi sha256 and date at the first run, extra environment):"
         echo
-        sed 's/^\([^,]*\),\([^,]*\),\(.*\)$/- \1: `\2` \3/' "$OUT/builds.csv"
+        sed 's/^\([^,]*\),\([^,]*\),\([^,]*\),\(.*\)$/- \1: `\2` (libmpi \3) \4/' "$OUT/builds.csv"
         echo
         echo "- Ranks beyond the core count are oversubscribed: busy-polling channels (ch3:nemesis) suffer there."
         echo "- Runs that started while other processes were runnable (other jobs on the machine skew times):" \
@@ -295,7 +299,8 @@ cmd_report() {
                 awk '/^# npb.sh: [0-9]+ other runnable/ { n++; b += $3 > 0 } END { printf "%d of %d", b, n }')."
         echo "- FAIL (k/n): k of n reps did not verify, timed out or crashed (logs in logs/)."
         echo "- NPB prints times to 0.01 s; a time of 0.00 gets no ratio."
-        markdown
+        markdown 5 8 median
+        markdown 9 10 "best (minimum)"
     } > "$OUT/report.md"
     plot
     sed -n '/^### /,$p' "$OUT/report.md"

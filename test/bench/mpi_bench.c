@@ -48,11 +48,21 @@ static int rank;
 static MPI_Request *reqs;
 static MPI_Status *stats;   /* not MPI_STATUSES_IGNORE: gcc 12 warns on it */
 
+/* An error of this rank alone. */
 static void die(const char *msg)
+{
+    fprintf(stderr, "mpi_bench: rank %d: %s\n", rank, msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* An error every rank finds (options): a clean exit, as MPI_Abort may lose
+ * the message on its way through mpiexec. */
+static void die_all(const char *msg)
 {
     if (rank == 0)
         fprintf(stderr, "mpi_bench: %s\n", msg);
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Finalize();
+    exit(2);
 }
 
 static void ack(int from)
@@ -128,10 +138,10 @@ static size_t parse_size(const char *s)
     case 'g': case 'G': shift = 30; end++; break;
     }
     if (end == s || (*end && strcmp(end, "iB") && strcmp(end, "B")))
-        die("bad size (examples: 8, 64K, 16M)");
+        die_all("bad size (examples: 8, 64K, 16M)");
     v <<= shift;
     if (v < 1 || v > SIZE_LIMIT)
-        die("sizes must be between 1 B and 1 GiB");
+        die_all("sizes must be between 1 B and 1 GiB");
     return (size_t)v;
 }
 
@@ -140,7 +150,7 @@ static int parse_int(const char *s, int lo)
     char *end;
     long v = strtol(s, &end, 10);
     if (end == s || *end || v < lo || v > 1000000)
-        die("bad number in the options");
+        die_all("bad number in the options");
     return (int)v;
 }
 
@@ -154,7 +164,7 @@ static unsigned parse_tests(const char *list)
         while (i < NTESTS && (strlen(tests[i].name) != len || strncmp(p, tests[i].name, len)))
             i++;
         if (i == NTESTS)
-            die("--tests: a comma-separated list of latency, bw, bibw, msgrate");
+            die_all("--tests: a comma-separated list of latency, bw, bibw, msgrate");
         mask |= 1U << i;
         p += len;
     }
@@ -197,7 +207,7 @@ static void parse_args(int argc, char **argv)
             usage(1);
     }
     if (opt.min > opt.max)
-        die("--min is larger than --max");
+        die_all("--min is larger than --max");
 }
 
 static size_t next_size(size_t n)
@@ -312,7 +322,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     parse_args(argc, argv);
     if (size != 2)
-        die("run with exactly 2 ranks (mpiexec -n 2)");
+        die_all("run with exactly 2 ranks (mpiexec -n 2)");
     if (opt.first_touch)  /* fixed threshold: large buffers are fresh mmaps */
         mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 

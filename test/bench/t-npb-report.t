@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# npb.sh report on made-up results: medians of verified reps, ratios to
+# npb.sh report on made-up results: medians and minima of verified reps, ratios to
 # nemesis, FAIL cells, summary lines (no MPI needed).
 . "$(dirname "$0")/../lib.sh"
 plan 6
@@ -15,11 +15,11 @@ rdma,is,A,2,1,,timeout
 sock,cg,A,2,1,6.00,yes
 sock,is,A,2,1,2.00,yes
 CSV
-printf 'nemesis,/p/n,\nrdma,/p/r,X=1\nsock,/p/s,\n' > "$D/builds.csv"
+printf 'nemesis,/p/n,-,\nrdma,/p/r,abc 2026-01-01T00:00,X=1\nsock,/p/s,-,\n' > "$D/builds.csv"
 out=$("$TOP/npb-scripts/npb.sh" report --out "$D" 2>&1); ok $? "report runs"
-grep -qx 'cg,A,2,nemesis,3.00,3,0,1.000' "$D/summary.csv"; ok $? "median of three reps, ratio 1 for nemesis"
-grep -qx 'cg,A,2,rdma,1.50,1,0,0.500' "$D/summary.csv"; ok $? "ratio to nemesis"
+grep -qx 'cg,A,2,nemesis,3.00,3,0,1.000,2.00,1.000' "$D/summary.csv"; ok $? "median and minimum of three reps, ratio 1 for nemesis"
+grep -qx 'cg,A,2,rdma,1.50,1,0,0.500,1.50,0.750' "$D/summary.csv"; ok $? "ratios to nemesis (median, minimum)"
 grep -q '| is.A | 1.00 (1.00) | FAIL (1/1) | 2.00 (2.00) |' "$D/report.md"; ok $? "FAIL cell for a timed-out run"
 echo "$out" | grep -q 'rdma:  class A, np=2: 0.500 over 1, 1 FAIL;'; ok $? "summary line per build"
-grep -q '/p/r. X=1' "$D/report.md"; ok $? "builds and their environment listed"
+grep -q '/p/r. (libmpi abc 2026-01-01T00:00) X=1' "$D/report.md"; ok $? "builds, libmpi and environment listed"
 done_testing
