@@ -17,7 +17,10 @@ done_testing() { [ "$_tap_fail" -eq 0 ]; exit $?; }
 # Installed prefix of an MPICH build of this project (rdma, sock, nemesis).
 mpich_prefix() {
     local p="$CACHE/4.0.2/$1"
-    [ -x "$p/bin/mpichversion" ] || { echo "no ch3:$1 build in $p: run make${1#rdma}" >&2; return 1; }
+    [ -x "$p/bin/mpichversion" ] || {
+        echo "no ch3:$1 build in $p: run $([ "$1" = rdma ] && echo make || echo make baselines)" >&2
+        return 1
+    }
     (cd "$p" && pwd -P)
 }
 
