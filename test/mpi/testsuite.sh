@@ -10,6 +10,10 @@ P=$(mpich_prefix "$build")
 T=$P/../build/test/mpi
 [ -x "$T/runtests" ] || { echo "testsuite: no configured test suite in $T" >&2; exit 1; }
 tag=${TESTSUITE_TAG:-$build}
+# The helper libraries first: a fresh test tree builds them on demand from
+# inside single tests, which has failed there (datatype/sendrecvt2).
+(cd "$T/util" && make libmtest_single.la libmtest.la libdtypes.la > "$out/util-build-$tag.log" 2>&1) ||
+    { echo "testsuite: building $T/util failed (see $out/util-build-$tag.log)" >&2; exit 1; }
 (cd "$T" && make testing TESTDIRS="$dirs" TESTLIST=testlist MPIEXEC="$P/bin/mpiexec" \
     SUMMARY_BASENAME="$out/summary-$tag" > "$out/runtests-$tag.log" 2>&1) || true
 total=$(grep -c '^\(not \)\?ok ' "$out/summary-$tag.tap" || true)
