@@ -5,14 +5,17 @@ if BUILD_CH3_RDMA
 rdma_dir = src/mpid/ch3/channels/rdma
 
 AM_CPPFLAGS += -I$(top_srcdir)/$(rdma_dir)/include -I$(top_srcdir)/$(rdma_dir)/src \
-    -I$(top_srcdir)/$(rdma_dir)/ringbuf
+    -I$(top_srcdir)/$(rdma_dir)/ringbuf -I$(top_srcdir)/$(rdma_dir)/zcopy
 
 noinst_HEADERS += \
     $(rdma_dir)/include/mpidi_ch3_pre.h  \
     $(rdma_dir)/include/mpidi_ch3_impl.h \
     $(rdma_dir)/include/mpidi_ch3_post.h \
     $(rdma_dir)/src/rdma_xport.h \
-    $(rdma_dir)/ringbuf/rb_pipe.h
+    $(rdma_dir)/ringbuf/rb_pipe.h \
+    $(rdma_dir)/zcopy/zc.h \
+    $(rdma_dir)/zcopy/rcache.h \
+    $(rdma_dir)/zcopy/memev.h
 
 mpi_core_sources += \
     $(rdma_dir)/src/ch3_init.c \
@@ -21,7 +24,10 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_channel.c \
     $(rdma_dir)/src/rdma_xport_shm.c \
     $(rdma_dir)/src/rdma_xport_verbs.c \
-    $(rdma_dir)/ringbuf/rb_pipe.c
+    $(rdma_dir)/ringbuf/rb_pipe.c \
+    $(rdma_dir)/zcopy/zc.c \
+    $(rdma_dir)/zcopy/rcache.c \
+    $(rdma_dir)/zcopy/memev.c
 
 endif BUILD_CH3_RDMA
 

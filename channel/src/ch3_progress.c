@@ -156,6 +156,11 @@ static int progress_poll(int *progressed)
 
     mpi_errno = MPIR_Progress_hook_exec_all(&made);
     MPIR_ERR_CHECK(mpi_errno);
+    /* A hook (e.g. RMA op cleanup) may satisfy what a blocking wait waits
+     * for without completing a request: count it as a completion, as
+     * ch3:sock and ch3:nemesis do, or the wait never returns. */
+    if (made)
+        MPIDI_CH3_Progress_signal_completion();
     *progressed = made;
     mpi_errno = MPIDI_CH3I_RDMA_poll_transports();
     MPIR_ERR_CHECK(mpi_errno);

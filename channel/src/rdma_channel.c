@@ -170,6 +170,53 @@ cvars:
         (auto): 2000, or 0 when this node runs more ranks than it has cores
         (oversubscribed: the CPU is better spent on another rank).
 
+    - name        : MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
+      category    : CH3_RDMA
+      type        : string
+      default     : auto
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How message parts of at least ZCOPY_THRESHOLD bytes move.  copy:
+        through the ring (pipelined copy); zcopy: zero-copy rendezvous (the
+        receiver pulls with RDMA read from a registered buffer, or with one
+        process_vm_readv copy on the same node); auto: zcopy, except that a
+        verbs connection whose registration-cache hit rate falls below 1/4
+        copies for a while before trying again.
+
+    - name        : MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD
+      category    : CH3_RDMA
+      type        : int
+      default     : 32768
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Bytes from which a contiguous message part takes the zero-copy
+        rendezvous (unless LARGE_PROTOCOL=copy); 1024..1073741824.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB
+      category    : CH3_RDMA
+      type        : int
+      default     : 1024
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        MiB of idle zero-copy registrations the verbs registration cache keeps
+        (least recently used ones are dropped beyond); 0..1048576.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES
+      category    : CH3_RDMA
+      type        : int
+      default     : 1024
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Idle registrations the verbs registration cache keeps; 0..1048576.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -180,7 +227,9 @@ cvars:
       description : >-
         Print one line to stderr per connection when it is established:
         transport, arrival detection (flag polling or write-with-immediate)
-        and the device limits in use.
+        and the device limits in use; at finalize, per connection, how many
+        large message parts went zero-copy or through the ring, by size, and
+        the registration-cache statistics.
 
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
@@ -200,6 +249,7 @@ static rdma_xport_slot_t xports[XP_N] = {
 };
 
 static MPIDI_PG_t *rdma_pg;
+static zc_config_t rdma_zc_config;
 struct MPIDI_VC *MPIDI_CH3I_ready_vcs;
 int MPIDI_CH3I_poll_spins;
 
@@ -281,7 +331,35 @@ static int rdma_other_cvars_check(void)
     CVAR_CHECK(MPIR_CVAR_CH3_RDMA_POLL_SPINS >= -1 && MPIR_CVAR_CH3_RDMA_POLL_SPINS <= 100000000,
                "MPIR_CVAR_CH3_RDMA_POLL_SPINS=%d: allowed -1 (auto) or 0..100000000",
                MPIR_CVAR_CH3_RDMA_POLL_SPINS);
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB >= 0 &&
+               MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB <= 1048576,
+               "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=%d: allowed 0..1048576",
+               MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB);
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES >= 0 &&
+               MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES <= 1048576,
+               "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES=%d: allowed 0..1048576",
+               MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES);
 
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int rdma_zc_config_get(zc_config_t * zc)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const char *p = MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL;
+
+    CVAR_CHECK(!strcmp(p, "auto") || !strcmp(p, "copy") || !strcmp(p, "zcopy"),
+               "MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=%s: allowed auto, copy or zcopy", p);
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD >= 1024 &&
+               MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD <= 1073741824,
+               "MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=%d: allowed 1024..1073741824",
+               MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD);
+    zc->threshold = MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD;
+    zc->mode = !strcmp(p, "copy") ? ZC_MODE_COPY : !strcmp(p, "zcopy") ? ZC_MODE_ZCOPY
+        : ZC_MODE_AUTO;
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -353,6 +431,7 @@ static void rdma_conn_ready(void *arg, rdma_conn_t * c)
         c->ops->describe(c, desc, sizeof(desc));
         fprintf(stderr, "[ch3:rdma] rank %d -> %d: %s\n", MPIR_Process.rank, c->peer, desc);
     }
+    zc_init(&c->zc, &rdma_zc_config, c->ops->zc, c, &c->pipe);
     /* A passively connected VC takes part in CH3's close protocol too. */
     if (vc->state == MPIDI_VC_STATE_INACTIVE)
         MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
@@ -406,6 +485,8 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = rdma_ring_config(&prm.ring);
     MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = rdma_zc_config_get(&rdma_zc_config);
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_RDMA_init_process_group(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_poll_spins = rdma_poll_spins(pg, pg_rank);
@@ -426,6 +507,8 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     prm.inline_size = MPIR_CVAR_CH3_RDMA_INLINE_SIZE;
     prm.force_completion = MPIR_CVAR_CH3_RDMA_WRITE_IMM;
     prm.timeout = MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT;
+    prm.rcache_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB << 20;
+    prm.rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;
 
     for (k = 0; k < XP_N; k++) {
         if (!needed[k])
@@ -452,16 +535,54 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     goto fn_exit;
 }
 
+/* MPIR_CVAR_CH3_RDMA_VERBOSE: which path large parts took, per size. */
+static void rdma_zc_report(const rdma_conn_t * c)
+{
+    const zc_stats_t *st = &c->zc.stats;
+    char line[1024];
+    size_t n;
+    int k;
+
+    if (c->state != RDMA_CONN_READY || st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
+        return;
+    n = snprintf(line, sizeof(line), "[ch3:rdma] rank %d -> %d: zero-copy %llu (%llu B, "
+                 "cache hits %llu/%llu), copy %llu (%llu B), pulled %llu (%llu B), refused "
+                 "%llu/%llu; by size 2^k zcopy/copy:", MPIR_Process.rank, c->peer,
+                 (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
+                 (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
+                 (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
+                 (unsigned long long) st->pulled_msgs, (unsigned long long) st->pulled_bytes,
+                 (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx);
+    for (k = 0; k < ZC_LOG2_MAX && n < sizeof(line); k++)
+        if (st->zc_by_log2[k] + st->copy_by_log2[k])
+            n += snprintf(line + n, sizeof(line) - n, " %d:%llu/%llu", k,
+                          (unsigned long long) st->zc_by_log2[k],
+                          (unsigned long long) st->copy_by_log2[k]);
+    fprintf(stderr, "%s\n", line);
+}
+
+static void rdma_xport_report(const rdma_xport_slot_t * slot)
+{
+    char line[512];
+
+    if (slot->xp && slot->ops->stats && slot->ops->stats(slot->xp, line, sizeof(line)) > 0)
+        fprintf(stderr, "[ch3:rdma] rank %d %s: %s\n", MPIR_Process.rank, slot->ops->name, line);
+}
+
 int MPIDI_CH3I_RDMA_finalize(void)
 {
     int mpi_errno = MPI_SUCCESS, i, k;
 
     for (i = 0; rdma_pg && i < rdma_pg->size; i++) {
         rdma_conn_t *c = &rdma_pg->vct[i].ch.conn;
+        if (MPIR_CVAR_CH3_RDMA_VERBOSE && i != MPIR_Process.rank)
+            rdma_zc_report(c);
         if (c->xport && c->state != RDMA_CONN_IDLE)
             c->ops->close(c->xport, c);
     }
     for (k = 0; k < XP_N; k++) {
+        if (MPIR_CVAR_CH3_RDMA_VERBOSE)
+            rdma_xport_report(&xports[k]);
         if (xports[k].xp && xports[k].ops->finalize(xports[k].xp) != RDMA_XPORT_OK)
             mpi_errno = MPI_ERR_OTHER;
         xports[k].xp = NULL;
@@ -497,7 +618,8 @@ static int rdma_pipe_error(MPIDI_VC_t * vc, int rc)
 }
 
 /* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
- * the connection is being made or the ring is full). */
+ * the connection is being made, the ring is full or the peer is still
+ * pulling a large part: zc.h). */
 int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes)
 {
     int mpi_errno = MPI_SUCCESS, rc;
@@ -508,17 +630,18 @@ int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t 
         if (mpi_errno || vc->ch.conn.state != RDMA_CONN_READY)
             goto fn_exit;       /* shm connects at once, verbs later */
     }
-    rc = rb_pipe_putv(&vc->ch.conn.pipe, iov, n, nbytes);
+    rc = zc_putv(&vc->ch.conn.zc, iov, n, nbytes);
     if (rc != RB_OK)
         mpi_errno = rdma_pipe_error(vc, rc);
   fn_exit:
     return mpi_errno;
 }
 
-/* Read what vc's peer has put into the iov; *nbytes may be 0. */
+/* Read what vc's peer has put into the iov, pulling large parts (zc.h);
+ * *nbytes may be 0. */
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes)
 {
-    int rc = rb_pipe_getv(&vc->ch.conn.pipe, iov, n, nbytes);
+    int rc = zc_getv(&vc->ch.conn.zc, iov, n, nbytes);
 
     return rc == RB_OK ? MPI_SUCCESS : rdma_pipe_error(vc, rc);
 }

@@ -31,6 +31,7 @@
 
 #include <stddef.h>
 #include "rb_pipe.h"
+#include "zc.h"
 
 enum {
     RDMA_XPORT_OK = 0,
@@ -53,6 +54,8 @@ typedef struct rdma_xport_ops rdma_xport_ops_t;
 
 typedef struct rdma_conn {
     rb_pipe_t pipe;             /* valid once READY */
+    zc_conn_t zc;               /* rendezvous over pipe, set up by the owner
+                                 * in conn_ready (ops->zc, ctx = this conn) */
     int peer;                   /* rank of the peer in the job */
     rdma_conn_state_t state;
     const rdma_xport_ops_t *ops;        /* transport serving this peer */
@@ -77,6 +80,8 @@ typedef struct rdma_xport_params {
     size_t inline_size;         /* requested max inline bytes */
     int force_completion;       /* 1: write-with-imm even if in-order */
     double timeout;             /* seconds before a silent peer is dead */
+    /* verbs only: registration cache of zero-copy buffers */
+    size_t rcache_max_bytes, rcache_max_entries;
 } rdma_xport_params_t;
 
 struct rdma_xport_ops {
@@ -97,6 +102,12 @@ struct rdma_xport_ops {
     void (*wait_arm) (rdma_xport_t * xp);
     void (*wait) (rdma_xport_t * xp, long timeout_us);
     void (*wait_disarm) (rdma_xport_t * xp);
+    /* Zero-copy rendezvous (zc.h), ctx = the rdma_conn_t; NULL: none.
+     * shm pulls with process_vm_readv, verbs with RDMA read. */
+    const zc_ops_t *zc;
+    /* One line of statistics about the transport (e.g. its registration
+     * cache), or NULL. */
+    int (*stats) (const rdma_xport_t * xp, char *buf, size_t len);
 };
 
 extern const rdma_xport_ops_t rdma_xport_shm;

@@ -21,6 +21,15 @@
  * its doorbell move, finds ctl[me] attached and readies its own end the
  * same way.  Connecting once more after close() is not supported: the rings
  * of that slot are no longer zero.
+ *
+ * Zero-copy (zc.h) is CMA: the receiver copies the sender's buffer once with
+ * process_vm_readv, the shm analogue of an RDMA read; nothing is registered.
+ * CMA needs ptrace access to the peer.  Under Yama ptrace_scope 1 only an
+ * ancestor may attach, and ranks are siblings, so open() lets any process
+ * of ours attach (PR_SET_PTRACER_ANY; the same-uid rule still holds).
+ * Where CMA stays forbidden (scope 2/3, seccomp, containers) the pull is
+ * refused, the sender falls back to the ring (pipelined double copy) and
+ * we say so once.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE             /* memfd_create */
@@ -34,6 +43,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -65,6 +75,7 @@ typedef struct shm_peer {
     int used;                   /* was connected once: never again */
     uint8_t *map;               /* the peer's region */
     size_t maplen;
+    pid_t pid;                  /* the peer's process, for CMA */
     shm_ctl_t *rx_ctl;          /* ctl[peer] in my region */
     shm_ctl_t *tx_ctl;          /* ctl[me] in the peer's region */
 } shm_peer_t;
@@ -155,6 +166,69 @@ static const rb_xport_ops_t rdma_shm_pipe_ops = {
     rdma_shm_write, rdma_shm_credit, rdma_shm_head
 };
 
+/* ---- zero-copy: CMA ---- */
+
+/* Nothing to register: the peer reads our memory directly. */
+static int rdma_shm_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                           void **handle, int *hit)
+{
+    (void) ctx, (void) addr, (void) len;
+    *key = 0;
+    *handle = NULL;
+    *hit = 1;
+    return 0;
+}
+
+static void rdma_shm_unexpose(void *ctx, void *handle)
+{
+    (void) ctx, (void) handle;
+}
+
+/* One process_vm_readv, synchronous: the bytes are in dst on return. */
+static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                         uint64_t key, size_t len, size_t *posted)
+{
+    static int said;
+    rdma_conn_t *c = ctx;
+    shm_peer_t *pe = c->priv;
+    struct iovec src = { (void *) (uintptr_t) raddr, len };
+    ssize_t got = process_vm_readv(pe->pid, dst, (unsigned long) n, &src, 1, 0);
+    int e = errno;
+
+    (void) key;
+    *posted = got > 0 ? (size_t) got : 0;
+    if (got > 0) {
+        zc_pulled(&c->zc, (size_t) got);
+        return ZC_PULL_OK;
+    }
+    if (e == EPERM || e == EACCES || e == ENOSYS) {
+        if (!said++)
+            fprintf(stderr, "[ch3:rdma] rank %d: CMA (process_vm_readv) not permitted: %s; "
+                    "large on-node messages use the ring (double copy)\n",
+                    c->xport->prm.rank, strerror(e));
+        return ZC_PULL_REFUSED;
+    }
+    SHM_FAIL(c->xport, RDMA_XPORT_EPEER, "shm: process_vm_readv of %zu bytes from rank %d: %s",
+             len, c->peer, strerror(e));
+    return ZC_PULL_FAILED;
+}
+
+static const zc_ops_t rdma_shm_zc_ops = { rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull };
+
+/* Yama scope 1 (only ancestors may attach) would forbid CMA between
+ * sibling ranks; elsewhere leave the ptracer setting alone. */
+static void rdma_shm_cma_allow(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = 0;
+
+    if (!f)
+        return;
+    if (fscanf(f, "%d", &scope) == 1 && scope == 1)
+        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    fclose(f);
+}
+
 /* ---- lifecycle ---- */
 
 static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
@@ -213,6 +287,7 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                           cardlen);
         goto fail_map;
     }
+    rdma_shm_cma_allow();
     *xpp = xp;
     return RDMA_XPORT_OK;
   fail_map:
@@ -282,6 +357,7 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     }
     pe->map = map;
     pe->maplen = len;
+    pe->pid = pid;
     return RDMA_XPORT_OK;
 }
 
@@ -443,4 +519,5 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .wait_arm = rdma_shm_wait_arm,
     .wait = rdma_shm_wait,
     .wait_disarm = rdma_shm_wait_disarm,
+    .zc = &rdma_shm_zc_ops,
 };

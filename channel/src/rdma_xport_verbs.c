@@ -83,6 +83,19 @@
  * Stale completions.  wr_id = (generation << 32) | slot: completions of a
  * closed connection still in the CQ are recognised and dropped.
  *
+ * Zero-copy (zc.h): RDMA read.  The sender exposes its buffer through the
+ * registration cache (zcopy/rcache, one per process and PD, regions
+ * LOCAL_WRITE | REMOTE_READ) and sends the rkey; the receiver registers its
+ * destination through the same cache and posts signalled RDMA reads of at
+ * most RDMA_VERBS_READ_MAX bytes, at most min(negotiated max_rd_atomic,
+ * RDMA_VERBS_READS_MAX) outstanding, never eating the send-queue reserve.
+ * Read completions arrive in order (one RC QP): each releases its region
+ * and reports its bytes with zc_pulled().  Cached registrations are only
+ * safe while the memory stays mapped: zcopy/memev reports unmaps (watch
+ * before register, so none is missed) and the cache drains those events
+ * before every lookup; without memev every registration is dropped after
+ * use (rcache cache=0), said once.
+ *
  * Hot paths (write, credit, head, progress) neither allocate nor print.
  */
 #define _GNU_SOURCE
@@ -98,6 +111,8 @@
 #include <infiniband/verbs.h>
 
 #include "rdma_xport.h"
+#include "rcache.h"
+#include "memev.h"
 
 #ifndef HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
 #define HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER 1  /* rdma-core >= 33 */
@@ -118,7 +133,9 @@ enum {
     /* 6, not 7: rxe (kernel 6.1) never decrements a retry_cnt of 7, so a
      * dead peer would be retried forever (IB says 7 means 7 retries; only
      * rnr_retry 7 is infinite) */
-    RDMA_VERBS_RETRY_CNT = 6
+    RDMA_VERBS_RETRY_CNT = 6,
+    RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
+    RDMA_VERBS_READ_MAX = 1 << 20       /* bytes per RDMA read */
 };
 
 /* rdma_verbs_post_write flags */
@@ -179,6 +196,11 @@ typedef struct rdma_verbs_conn {
     uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal */
     uint64_t last_credit;
     double t_retx, t_deadline, backoff;
+    struct {
+        uint32_t len;
+        rcache_region_t *reg;   /* destination, released at completion */
+    } reads[RDMA_VERBS_READS_MAX];      /* in flight, FIFO */
+    uint32_t rd_head, rd_tail;
 } rdma_verbs_conn_t;
 
 struct rdma_xport {
@@ -204,6 +226,9 @@ struct rdma_xport {
     int qp_timeout, in_order_override, n_connecting, new_failures;
     double t_keepalive;
     unsigned polls;             /* progress calls; clock read every 256th */
+    rcache_t *rcache;           /* zero-copy registrations */
+    int memev_on, said_reg, said_memev;
+    char memev_err[160];        /* why registrations are not cached */
 };
 
 static int rdma_verbs_cq_poll(rdma_xport_t * xp);
@@ -681,7 +706,7 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
     uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
     int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-    vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE;
+    vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE + RDMA_VERBS_READS_MAX;
     vc->sq_depth = vc->sq_depth < max_wr ? vc->sq_depth : max_wr;
     vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE;
     vc->rq_depth = vc->rq_depth < max_wr ? vc->rq_depth : max_wr;
@@ -923,19 +948,20 @@ static int rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
     return 0;
 }
 
-/* One RDMA write (with immediate imm if imm != 0) of a frame or a word.
- * Data writes leave the reserve free for credit/head/keepalive words. */
-static int rdma_verbs_post_write(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
-                                 uint32_t len, uint64_t raddr, uint32_t rkey, int imm,
-                                 int flags)
+/* One RDMA write (with immediate imm if imm != 0) of a frame or a word, or
+ * (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
+ * for credit/head/keepalive words. */
+static int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
+                           uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
 {
     uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
     struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
     struct ibv_send_wr wr = {
         .wr_id = vc->token, .sg_list = &sge, .num_sge = 1,
-        .opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-        .imm_data = htonl((uint32_t) imm),
-        .send_flags = len <= vc->max_inline ? IBV_SEND_INLINE : 0,
+        .opcode = imm < 0 ? IBV_WR_RDMA_READ : imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
+            IBV_WR_RDMA_WRITE,
+        .imm_data = htonl((uint32_t) (imm > 0 ? imm : 0)),
+        .send_flags = imm >= 0 && len <= vc->max_inline ? IBV_SEND_INLINE : 0,
         .wr.rdma = {.remote_addr = raddr, .rkey = rkey}
     }, *bad;
     int rc;
@@ -962,7 +988,7 @@ static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len)
 
     if (vc->cm == RDMA_VERBS_CM_DEAD)
         return -1;
-    return rdma_verbs_post_write(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
+    return rdma_verbs_post(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
                                  (uint32_t) len, vc->remote.ring_addr + off,
                                  vc->remote.ring_rkey,
                                  vc->completion ? RDMA_VERBS_IMM_FRAME : 0,
@@ -976,7 +1002,7 @@ static int rdma_verbs_word_write(rdma_verbs_conn_t * vc, uint64_t * src, size_t 
 {
     if (vc->cm == RDMA_VERBS_CM_DEAD)
         return -1;
-    return rdma_verbs_post_write(vc, (uintptr_t) src, vc->ctl.mr->lkey, sizeof(*src),
+    return rdma_verbs_post(vc, (uintptr_t) src, vc->ctl.mr->lkey, sizeof(*src),
                                  vc->remote.ctl_addr + roff, vc->remote.ctl_rkey,
                                  vc->completion ? imm : 0, flags);
 }
@@ -1025,6 +1051,172 @@ static void rdma_verbs_keepalive(rdma_xport_t * xp)
     }
 }
 
+/* ----------------------------------------------- zero-copy: RDMA read */
+
+/* rcache backend.  Watch before registering: an unmap in between cannot
+ * be missed (the registration then fails or its event is queued). */
+static int rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key)
+{
+    rdma_xport_t *xp = ctx;
+    struct ibv_mr *m;
+
+    if (xp->memev_on && memev_watch(addr, len) != MEMEV_OK)
+        return -EPERM;
+    m = ibv_reg_mr(xp->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!m)
+        return errno ? -errno : -ENOMEM;
+    *mr = m;
+    *key = m->rkey;
+    return 0;
+}
+
+static void rdma_verbs_rc_dereg(void *ctx, void *mr)
+{
+    (void) ctx;
+    ibv_dereg_mr(mr);
+}
+
+static void rdma_verbs_rc_inval(void *arg, uintptr_t start, size_t len)
+{
+    rcache_invalidate(arg, start, len);
+}
+
+static void rdma_verbs_rc_flush(void *arg)
+{
+    rcache_flush(arg);
+}
+
+static void rdma_verbs_rc_drain(void *ctx, rcache_t * rc)
+{
+    if (((rdma_xport_t *) ctx)->memev_on)
+        memev_drain(rdma_verbs_rc_inval, rdma_verbs_rc_flush, rc);
+}
+
+static const rcache_ops_t rdma_verbs_rc_ops = {
+    rdma_verbs_rc_reg, rdma_verbs_rc_dereg, rdma_verbs_rc_drain
+};
+
+static int rdma_verbs_rc_open(rdma_xport_t * xp)
+{
+    rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1 };
+
+    xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == MEMEV_OK;
+    cfg.cache = xp->memev_on;
+    return rcache_create(&cfg, &rdma_verbs_rc_ops, xp, &xp->rcache);
+}
+
+/* A region for [addr, addr+len), or -1 after saying once why not. */
+static int rdma_verbs_rc_get(rdma_xport_t * xp, const void *addr, size_t len,
+                             rcache_region_t ** r, int *hit)
+{
+    int e;
+
+    if (!xp->memev_on && !xp->said_memev++)
+        fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
+                "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
+    if (rcache_get(xp->rcache, addr, len, r, hit) == RCACHE_OK)
+        return 0;
+    e = rcache_reg_errno(xp->rcache);
+    rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot register %zu bytes at %p: %s%s", len,
+                       addr, strerror(e), e == ENOMEM || e == EAGAIN ?
+                       " (memlock or NIC limit: raise ulimit -l or lower "
+                       "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
+    if (!xp->said_reg++)
+        fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
+    return -1;
+}
+
+static int rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                             void **handle, int *hit)
+{
+    rdma_conn_t *c = ctx;
+    rcache_region_t *r;
+
+    if (rdma_verbs_rc_get(c->xport, addr, len, &r, hit))
+        return -1;
+    *key = r->key;
+    *handle = r;
+    return 0;
+}
+
+static void rdma_verbs_unexpose(void *ctx, void *handle)
+{
+    rcache_put(((rdma_conn_t *) ctx)->xport->rcache, handle);
+}
+
+static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
+{
+    return vc->max_rd_atomic < RDMA_VERBS_READS_MAX ? (uint32_t) vc->max_rd_atomic :
+        RDMA_VERBS_READS_MAX;
+}
+
+/* Post reads into dst while the read and send-queue limits allow.  A
+ * destination that cannot be registered refuses the pull if nothing of
+ * it is in flight (the sender then uses the ring), else waits. */
+static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                           uint64_t key, size_t len, size_t *posted)
+{
+    rdma_conn_t *c = ctx;
+    rdma_verbs_conn_t *vc = c->priv;
+    size_t off = 0, k;
+    rcache_region_t *r;
+    int i = 0;
+
+    *posted = 0;
+    if (rdma_verbs_reads_max(vc) == 0)
+        return ZC_PULL_REFUSED;
+    while (i < n && *posted < len && vc->rd_head - vc->rd_tail < rdma_verbs_reads_max(vc)
+           && vc->sq_free > RDMA_VERBS_SQ_RESERVE + 1) {
+        char *at = (char *) dst[i].iov_base + off;
+        k = dst[i].iov_len - off;
+        k = k < len - *posted ? k : len - *posted;
+        k = k < RDMA_VERBS_READ_MAX ? k : RDMA_VERBS_READ_MAX;
+        if (rdma_verbs_rc_get(vc->xp, at, k, &r, NULL))
+            return *posted == 0 && vc->rd_head == vc->rd_tail ? ZC_PULL_REFUSED : ZC_PULL_OK;
+        if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
+                            raddr + *posted, (uint32_t) key, -1,
+                            RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
+            rcache_put(vc->xp->rcache, r);
+            return ZC_PULL_FAILED;
+        }
+        vc->reads[vc->rd_head % RDMA_VERBS_READS_MAX].len = (uint32_t) k;
+        vc->reads[vc->rd_head++ % RDMA_VERBS_READS_MAX].reg = r;
+        *posted += k;
+        off += k;
+        if (off == dst[i].iov_len) {
+            i++;
+            off = 0;
+        }
+    }
+    return ZC_PULL_OK;
+}
+
+static void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
+{
+    uint32_t t = vc->rd_tail++ % RDMA_VERBS_READS_MAX;
+
+    rcache_put(vc->xp->rcache, vc->reads[t].reg);
+    zc_pulled(&vc->c->zc, vc->reads[t].len);
+}
+
+static const zc_ops_t rdma_verbs_zc_ops = {
+    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull
+};
+
+static int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
+{
+    rcache_stats_t st;
+
+    rcache_stats_get(xp->rcache, &st);
+    return snprintf(buf, len, "rcache %s: hits %llu misses %llu evictions %llu invalidations "
+                    "%llu failures %llu; %zu regions (%zu B), %zu idle",
+                    xp->memev_on ? "on" : "off", (unsigned long long) st.hits,
+                    (unsigned long long) st.misses, (unsigned long long) st.evictions,
+                    (unsigned long long) st.invalidations,
+                    (unsigned long long) st.reg_failures, st.regions, st.bytes,
+                    st.idle_regions);
+}
+
 /* --------------------------------------------------------- completions */
 
 static void rdma_verbs_wc_ud(rdma_xport_t * xp, const struct ibv_wc *wc)
@@ -1047,6 +1239,8 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
     }
     if (!(wc->opcode & IBV_WC_RECV)) {
         vc->sq_free += vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
+        if (wc->opcode == IBV_WC_RDMA_READ)
+            rdma_verbs_read_done(vc);
         return;
     }
     if (vc->cm == RDMA_VERBS_CM_REP_SENT)
@@ -1125,6 +1319,8 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
         what = "ibv_create_cq";
     else if (rdma_verbs_ud_create(xp))
         what = "the connection-manager UD QP";
+    else if (rdma_verbs_rc_open(xp))
+        what = "the registration cache";
     else {
         rdma_verbs_card_format(xp, card, cardlen);
         *xpp = xp;
@@ -1133,7 +1329,9 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     rdma_verbs_err_set(err, errlen, "cannot set up %s: %s failed: %s",
                        ibv_get_device_name(xp->ctx->device), what, strerror(errno));
     rc = RDMA_XPORT_ENOMEM;
-    if (xp->ud)         /* unwind in reverse order */
+    if (xp->memev_on)   /* unwind in reverse order */
+        memev_close();
+    if (xp->ud)
         ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
     if (xp->cq)
@@ -1220,6 +1418,9 @@ static int rdma_verbs_finalize(rdma_xport_t * xp)
             rdma_verbs_close(xp, xp->slots[i]->c);
     free(xp->slots);
     free(xp->gens);
+    rcache_destroy(xp->rcache);
+    if (xp->memev_on)
+        memev_close();
     ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
     ibv_destroy_cq(xp->cq);
@@ -1266,6 +1467,8 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .close = rdma_verbs_close,
     .finalize = rdma_verbs_finalize,
     .error = rdma_verbs_error,
-    .describe = rdma_verbs_describe
+    .describe = rdma_verbs_describe,
+    .zc = &rdma_verbs_zc_ops,
+    .stats = rdma_verbs_stats
 };
 

@@ -9,35 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int rank, size, failures, ntests;
-
-static void fill(unsigned char *b, size_t n, unsigned seed)
-{
-    for (size_t i = 0; i < n; i++)
-        b[i] = (unsigned char) (seed * 131u + i * 7u + (i >> 9));
-}
-
-static size_t bad_bytes(const unsigned char *b, size_t n, unsigned seed)
-{
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += b[i] != (unsigned char) (seed * 131u + i * 7u + (i >> 9));
-    return bad;
-}
-
-/* Every rank reports its error count; rank 0 prints one TAP line. */
-static void report(long errs, const char *what)
-{
-    long total = 0;
-    MPI_Reduce(&errs, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    ntests++;
-    if (rank == 0) {
-        printf("%s %d - %s\n", total ? "not ok" : "ok", ntests, what);
-        fflush(stdout);
-    }
-    failures += total != 0;
-}
+#include "mpi_tap.h"
 
 /* Ping-pong between ranks 0 and 1 at every power of two up to max (and
  * odd sizes around them), unaligned buffers. */

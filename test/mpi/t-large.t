@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Large messages on this host's shared-memory transport: every protocol
+# forced in turn (zero-copy = CMA), data verified, the path taken checked
+# in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
+. "$(dirname "$0")/../lib.sh"
+. "$TOP/test/mpi/build-progs.sh"
+plan 8
+mpi_setup
+V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
+L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
+expect_output 0 'rank 0 -> 1: zero-copy [1-9].*refused 0/0' "zcopy (CMA), 2 ranks, 0..64 MiB" -- \
+    env $V $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
+expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "copy path only, 2 ranks" -- \
+    env $V $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
+expect_output 0 'rank 0 -> 1: zero-copy [1-9]' "auto, 3 ranks (oversubscribed)" -- \
+    env $V $L=auto "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8
+expect_output 0 '^ok 6 ' "zcopy from 1 KiB (threshold at its minimum), tiny ring" -- \
+    env $L=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024 MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 \
+    MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
+expect_output 0 'CMA \(process_vm_readv\) not permitted.*double copy' \
+    "CMA forbidden (seccomp): one-line notice, ring fallback, data verified" -- \
+    env $V $L=zcopy "$P/bin/mpiexec" -n 2 "$W/no_cma" "$W/mpi_large" 8
+expect_output 0 'refused [1-9]' "CMA forbidden: the refusal is counted" -- \
+    env $V $L=zcopy "$P/bin/mpiexec" -n 2 "$W/no_cma" "$W/mpi_large" 2
+expect_output 0 '^ok 6 ' "mpi_check (all-to-all windows) with zcopy, 4 ranks" -- \
+    env $L=zcopy "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
+expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or zcopy' \
+    "bad protocol name is rejected with the allowed values" -- \
+    env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"
+done_testing

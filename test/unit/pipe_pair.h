@@ -1,0 +1,147 @@
+/*
+ * pipe_pair.h: an in-memory full-duplex connection for the pipe unit tests
+ * (header-only; include once per test program).
+ *
+ * Sides A and B.  Each side's stage images the peer's ring; ops->write
+ * copies stage[off, off+len) into the peer's ring at once, or (defer)
+ * queues it to land later byte by byte in address order, like an RDMA
+ * write; ops->credit and ops->head store into the peer's tail and head
+ * words.  Plus deterministic data: rnd(), rnd_in(), pat().
+ */
+#ifndef PIPE_PAIR_H_INCLUDED
+#define PIPE_PAIR_H_INCLUDED
+
+#include <stdlib.h>
+#include <string.h>
+#include "rb_pipe.h"
+
+#define QMAX 4096
+#define BUFMAX 8192
+
+typedef struct side side_t;
+struct side {
+    rb_pipe_t p;
+    uint8_t *stage, *ring;
+    uint64_t tail_word, head_word;      /* stored by the peer's credit/head */
+    side_t *peer;
+    int defer;
+    struct {
+        size_t off, len;
+    } q[QMAX];                  /* deferred writes, q[qh..qt) */
+    unsigned qh, qt;
+    size_t qdone;               /* bytes of q[qh] landed */
+    unsigned long writes, credits, heads, landed;
+};
+
+static side_t A, B;
+
+static inline int t_write(void *ctx, size_t off, size_t len)
+{
+    side_t *s = ctx;
+
+    s->writes++;
+    if (!s->defer) {
+        memcpy(s->peer->ring + off, s->stage + off, len);
+        return 0;
+    }
+    if (s->qt - s->qh == QMAX)
+        return -1;
+    s->q[s->qt % QMAX].off = off;
+    s->q[s->qt++ % QMAX].len = len;
+    return 0;
+}
+
+static inline int t_credit(void *ctx, uint64_t tail)
+{
+    side_t *s = ctx;
+
+    s->credits++;
+    s->peer->tail_word = tail;
+    return 0;
+}
+
+static inline int t_head(void *ctx, uint64_t head)
+{
+    side_t *s = ctx;
+
+    s->heads++;
+    s->peer->head_word = head;
+    return 0;
+}
+
+static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head };
+
+/* Land one deferred byte; 0 when nothing is pending. */
+static inline int t_land_byte(side_t * s)
+{
+    size_t at;
+
+    if (s->qh == s->qt)
+        return 0;
+    at = s->q[s->qh % QMAX].off + s->qdone;
+    s->peer->ring[at] = s->stage[at];
+    if (++s->qdone == s->q[s->qh % QMAX].len) {
+        s->qdone = 0;
+        s->qh++;
+        s->landed++;
+    }
+    return 1;
+}
+
+static inline uint8_t *t_zalloc(size_t n)
+{
+    uint8_t *b = aligned_alloc(64, n);
+
+    if (b)
+        memset(b, 0, n);
+    return b;
+}
+
+static inline rb_config_t t_cfg(size_t ring, size_t chunk, size_t maxf, size_t thr, rb_mode_t mode)
+{
+    rb_config_t c = { ring, chunk, maxf, thr, mode, 0 };
+
+    return c;
+}
+
+static inline int side_init(side_t * s, side_t * peer, const rb_config_t * cfg)
+{
+    free(s->stage);
+    free(s->ring);
+    memset(s, 0, sizeof(*s));
+    s->peer = peer;
+    s->stage = t_zalloc(cfg->ring_size);
+    s->ring = t_zalloc(cfg->ring_size);
+    if (!s->stage || !s->ring)
+        return -1;
+    return rb_pipe_init(&s->p, cfg, &t_ops, s, s->stage, &s->tail_word, s->ring,
+                        &s->head_word);
+}
+
+static inline int pair_init(const rb_config_t * cfg)
+{
+    return side_init(&A, &B, cfg) || side_init(&B, &A, cfg) ? -1 : 0;
+}
+
+/* ---- deterministic data ---- */
+
+static uint64_t rng = 88172645463325252ULL;
+
+static inline uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    return rng ^= rng << 17;
+}
+
+static inline size_t rnd_in(size_t lo, size_t hi)
+{
+    return lo + rnd() % (hi - lo + 1);
+}
+
+static inline uint8_t pat(int dir, uint64_t i)
+{
+    return (uint8_t) (((i + 1) * 0x9E3779B97F4A7C15ULL + (uint64_t) dir * 0x632BE5AB) >> 56);
+}
+
+#endif /* PIPE_PAIR_H_INCLUDED */

@@ -1,0 +1,443 @@
+/*
+ * t_zc: unit tests of the zero-copy rendezvous (zcopy/zc) over the
+ * in-memory pipe pair.  Both ends live in this process, so the fake
+ * transport's pull reads the sender's buffer at the REQ address directly:
+ * at once (like CMA) or later, in pieces, when the test completes them
+ * (like RDMA reads with a bounded number outstanding).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "pipe_pair.h"
+#include "zc.h"
+#include "tap.h"
+
+#define PULLQ 64
+
+typedef struct fake {
+    zc_conn_t z;
+    int async, refuse, expose_fail, hit;
+    size_t pull_max;            /* bytes per pull call (0: all) */
+    struct {
+        void *dst;
+        const void *src;
+        size_t len;
+    } q[PULLQ];
+    unsigned qh, qt;
+    unsigned exposed, unexposed, pulls;
+} fake_t;
+
+static fake_t FA, FB;
+
+static int f_expose(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
+                    int *hit)
+{
+    fake_t *f = ctx;
+
+    (void) len;
+    if (f->expose_fail)
+        return -1;
+    f->exposed++;
+    *key = 0x5eed;
+    *handle = (void *) addr;
+    *hit = f->hit;
+    return 0;
+}
+
+static void f_unexpose(void *ctx, void *handle)
+{
+    (void) handle;
+    ((fake_t *) ctx)->unexposed++;
+}
+
+/* Queue (async) or copy now (sync) each dst piece from the peer's memory. */
+static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
+                  size_t len, size_t *posted)
+{
+    fake_t *f = ctx;
+    const char *src = (const char *) (uintptr_t) raddr;
+    int i;
+
+    *posted = 0;
+    if (f->refuse)
+        return ZC_PULL_REFUSED;
+    if (key != 0x5eed)
+        return ZC_PULL_FAILED;
+    f->pulls++;
+    if (f->pull_max && len > f->pull_max)
+        len = f->pull_max;
+    for (i = 0; i < n && *posted < len; i++) {
+        size_t k = dst[i].iov_len < len - *posted ? dst[i].iov_len : len - *posted;
+        if (f->async) {
+            if (f->qt - f->qh == PULLQ)
+                break;
+            f->q[f->qt % PULLQ].dst = dst[i].iov_base;
+            f->q[f->qt % PULLQ].src = src + *posted;
+            f->q[f->qt++ % PULLQ].len = k;
+        } else {
+            memcpy(dst[i].iov_base, src + *posted, k);
+            zc_pulled(&f->z, k);
+        }
+        *posted += k;
+    }
+    return ZC_PULL_OK;
+}
+
+static const zc_ops_t f_ops = { f_expose, f_unexpose, f_pull };
+
+/* Complete the oldest queued pull, like a read completion. */
+static int f_complete(fake_t * f)
+{
+    if (f->qh == f->qt)
+        return 0;
+    memcpy(f->q[f->qh % PULLQ].dst, f->q[f->qh % PULLQ].src, f->q[f->qh % PULLQ].len);
+    zc_pulled(&f->z, f->q[f->qh++ % PULLQ].len);
+    return 1;
+}
+
+static int setup(size_t ring, size_t threshold, zc_mode_t mode)
+{
+    rb_config_t rc = t_cfg(ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK);
+    zc_config_t zc = { threshold, mode };
+
+    if (pair_init(&rc))
+        return -1;
+    memset(&FA, 0, sizeof(FA));
+    memset(&FB, 0, sizeof(FB));
+    FA.hit = FB.hit = 1;
+    zc_init(&FA.z, &zc, &f_ops, &FA, &A.p);
+    zc_init(&FB.z, &zc, &f_ops, &FB, &B.p);
+    return 0;
+}
+
+static void fill(uint8_t * b, size_t n, int dir, uint64_t from)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        b[i] = pat(dir, from + i);
+}
+
+static size_t bad_bytes(const uint8_t * b, size_t n, int dir, uint64_t from)
+{
+    size_t i, bad = 0;
+
+    for (i = 0; i < n; i++)
+        bad += b[i] != pat(dir, from + i);
+    return bad;
+}
+
+/* ---- one message: header entry + large body, driven to the end ---- */
+
+typedef struct xfer {
+    struct iovec tx[2], rx[2];
+    size_t sent, rcvd, total;
+    int err;
+} xfer_t;
+
+static void iov_advance(struct iovec *v, int n, size_t k)
+{
+    int i;
+
+    for (i = 0; i < n && k > 0; i++) {
+        size_t d = v[i].iov_len < k ? v[i].iov_len : k;
+        v[i].iov_base = (char *) v[i].iov_base + d;
+        v[i].iov_len -= d;
+        k -= d;
+    }
+}
+
+/* Skip the leading empty entries (CH3 moves its iov offset the same way). */
+static struct iovec *iov_live(struct iovec *v, int *n)
+{
+    while (*n > 0 && v->iov_len == 0) {
+        v++;
+        (*n)--;
+    }
+    return v;
+}
+
+static int xfer_step(xfer_t * x, fake_t * ft, fake_t * fr)
+{
+    size_t nb;
+    int n = 2, moved = 0;
+    struct iovec *v = iov_live(x->tx, &n);
+
+    if (n > 0) {
+        x->err |= zc_putv(&ft->z, v, n, &nb) != RB_OK;
+        iov_advance(v, n, nb);
+        x->sent += nb;
+        moved |= nb > 0;
+    }
+    n = 2;
+    v = iov_live(x->rx, &n);
+    x->err |= zc_getv(&fr->z, v, n, &nb) != RB_OK;
+    iov_advance(v, n, nb);
+    x->rcvd += nb;
+    moved |= nb > 0;
+    moved |= f_complete(fr);
+    return moved;
+}
+
+static int xfer_run(fake_t * ft, fake_t * fr, size_t len, size_t *steps)
+{
+    static uint8_t src[1 << 20], dst[1 << 20];
+    uint8_t hs[40], hr[40];
+    xfer_t x = { {{hs, 40}, {src, len}}, {{hr, 40}, {dst, len}}, 0, 0, 40 + len, 0 };
+    size_t i;
+
+    fill(hs, 40, 1, 0);
+    fill(src, len, 2, 0);
+    memset(dst, 0, len);
+    for (i = 0; i < 100000 && (x.sent < x.total || x.rcvd < x.total) && !x.err; i++) {
+        xfer_step(&x, ft, fr);
+        zc_getv(&ft->z, NULL, 0, &(size_t) { 0 });      /* the sender reads FINs */
+    }
+    if (steps)
+        *steps = i;
+    return !x.err && x.sent == x.total && x.rcvd == x.total && !bad_bytes(hr, 40, 1, 0)
+        && !bad_bytes(dst, len, 2, 0) && !zc_busy(&ft->z) && !zc_busy(&fr->z);
+}
+
+static void test_basic(void)
+{
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    ok(xfer_run(&FA, &FB, 100000, NULL), "100000 B body pulled synchronously, data intact");
+    is_int((int) FA.z.stats.zc_msgs, 1, "one zero-copy entry");
+    is_int((int) FB.z.stats.pulled_bytes, 100000, "receiver pulled the whole body");
+    ok(FA.exposed == 1 && FA.unexposed == 1, "exposed once, released after FIN");
+    is_int((int) A.p.stats.bytes_tx < 1000, 1, "body did not go through the ring");
+
+    ok(xfer_run(&FA, &FB, 4095, NULL) && FA.z.stats.zc_msgs == 1
+       && FA.z.stats.copy_msgs == 0, "below the threshold: ring only, no rendezvous");
+    ok(xfer_run(&FA, &FB, 4096, NULL) && FA.z.stats.zc_msgs == 2, "at the threshold: zero-copy");
+}
+
+static void test_async(void)
+{
+    size_t steps;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.async = 1;
+    FB.pull_max = 3000;
+    ok(xfer_run(&FA, &FB, 1 << 20, &steps), "1 MiB pulled in 3000 B pieces completing later");
+    ok(FB.pulls > 300, "many pulls (%u)", FB.pulls);
+    ok(FA.z.stats.zc_msgs == 1 && FA.unexposed == 1, "sender released after the last piece");
+}
+
+/* The sender may not learn that its entry is accepted before every byte
+ * is at the receiver. */
+static void test_hold(void)
+{
+    static uint8_t src[65536], dst[65536];
+    struct iovec tv = { src, sizeof(src) }, rv = { dst, sizeof(dst) };
+    size_t nb = 1, nr = 1;
+    int i, early = 0;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.async = 1;
+    fill(src, sizeof(src), 3, 0);
+    zc_putv(&FA.z, &tv, 1, &nb);
+    zc_getv(&FB.z, &rv, 1, &nr);
+    for (i = 0; i < 10; i++) {
+        zc_getv(&FA.z, NULL, 0, &nr);
+        zc_putv(&FA.z, &tv, 1, &nb);
+        early |= nb != 0;
+    }
+    ok(!early && FB.qt - FB.qh > 0, "put reports 0 bytes while the pull is in flight");
+    while (f_complete(&FB))
+        ;
+    zc_getv(&FB.z, &rv, 1, &nr);
+    zc_getv(&FA.z, NULL, 0, &nb);
+    zc_putv(&FA.z, &tv, 1, &nb);
+    ok(nr == sizeof(dst) && nb == sizeof(src) && !bad_bytes(dst, sizeof(dst), 3, 0),
+       "after completion: receiver has every byte, sender's entry accepted");
+}
+
+static void test_refused(void)
+{
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.refuse = 1;
+    ok(xfer_run(&FA, &FB, 200000, NULL), "receiver refuses: body goes through the ring, intact");
+    ok(FB.z.stats.refused_tx == 1 && FA.z.stats.refused_rx == 1 && FA.z.refused,
+       "refusal counted on both sides, sender stops asking");
+    ok(FA.exposed == 1 && FA.unexposed == 1, "refused exposure released");
+    ok(xfer_run(&FA, &FB, 200000, NULL) && FA.exposed == 1 && FA.z.stats.copy_msgs == 2,
+       "later large entries take the copy path at once");
+}
+
+static void test_expose_fail(void)
+{
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FA.expose_fail = 1;
+    ok(xfer_run(&FA, &FB, 300000, NULL), "expose fails: copy path, data intact");
+    ok(FA.z.stats.copy_msgs == 1 && FA.z.backoff == ZC_AUTO_BACKOFF,
+       "counted as copy, backing off %d entries", ZC_AUTO_BACKOFF);
+    FA.expose_fail = 0;
+    ok(xfer_run(&FA, &FB, 300000, NULL) && FA.z.stats.copy_msgs == 2
+       && FA.z.backoff == ZC_AUTO_BACKOFF - 1, "next entry still copies during the backoff");
+}
+
+static void test_modes(void)
+{
+    int i;
+
+    setup(16384, 4096, ZC_MODE_COPY);
+    ok(xfer_run(&FA, &FB, 50000, NULL) && FA.exposed == 0 && FA.z.stats.copy_msgs == 1,
+       "mode copy: never exposes");
+    ok(FA.z.stats.copy_by_log2[15] == 1, "decision counted under 2^15");
+
+    setup(16384, 4096, ZC_MODE_AUTO);
+    FA.hit = 0;
+    for (i = 0; i < ZC_AUTO_WINDOW; i++)
+        xfer_run(&FA, &FB, 8192, NULL);
+    ok(FA.z.stats.zc_msgs == ZC_AUTO_WINDOW && FA.z.backoff == ZC_AUTO_BACKOFF,
+       "auto: a window of misses starts a backoff");
+    for (i = 0; i < ZC_AUTO_BACKOFF; i++)
+        xfer_run(&FA, &FB, 8192, NULL);
+    ok(FA.z.stats.copy_msgs == ZC_AUTO_BACKOFF && FA.z.stats.zc_msgs == ZC_AUTO_WINDOW,
+       "auto: backoff entries copy");
+    FA.hit = 1;
+    for (i = 0; i < ZC_AUTO_WINDOW; i++)
+        xfer_run(&FA, &FB, 8192, NULL);
+    ok(FA.z.stats.zc_msgs == 2 * ZC_AUTO_WINDOW && FA.z.backoff == 0,
+       "auto: zero-copy again, hits keep it on");
+}
+
+/* Both ends send a large body at once; each reads the other's. */
+static void test_crossing(void)
+{
+    static uint8_t s1[300000], s2[300000], d1[300000], d2[300000];
+    xfer_t x1 = { {{s1, 0}, {s1, sizeof(s1)}}, {{d1, 0}, {d1, sizeof(d1)}}, 0, 0, sizeof(s1), 0 };
+    xfer_t x2 = { {{s2, 0}, {s2, sizeof(s2)}}, {{d2, 0}, {d2, sizeof(d2)}}, 0, 0, sizeof(s2), 0 };
+    int i;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FA.async = FB.async = 1;
+    FA.pull_max = FB.pull_max = 50000;
+    fill(s1, sizeof(s1), 4, 0);
+    fill(s2, sizeof(s2), 5, 0);
+    for (i = 0; i < 10000 && (x1.rcvd < x1.total || x2.rcvd < x2.total
+                              || x1.sent < x1.total || x2.sent < x2.total); i++) {
+        xfer_step(&x1, &FA, &FB);
+        xfer_step(&x2, &FB, &FA);
+    }
+    ok(!x1.err && !x2.err && x1.sent == x1.total && x2.sent == x2.total
+       && !bad_bytes(d1, sizeof(d1), 4, 0) && !bad_bytes(d2, sizeof(d2), 5, 0),
+       "crossing rendezvous both complete, data intact (%d steps)", i);
+}
+
+/* Random stream: entries of random sizes, the receiver's iov cut at random
+ * (CH3 reloading its iov), pulls in random pieces; the byte stream must
+ * come out unchanged. */
+static void test_random_stream(void)
+{
+    enum { TOTAL = 3 << 20 };
+    static uint8_t src[TOTAL], dst[TOTAL];
+    size_t sent = 0, rcvd = 0, nb;
+    struct iovec tv[4], rv[8];
+    int tn = 0, rn = 0, i, err = 0, k;
+
+    setup(32768, 2048, ZC_MODE_ZCOPY);
+    FB.async = 1;
+    fill(src, TOTAL, 6, 0);
+    for (i = 0; i < 2000000 && (rcvd < TOTAL || sent < TOTAL) && !err; i++) {
+        if (tn == 0 && sent < TOTAL) {
+            size_t left = TOTAL - sent, off = sent;
+            for (tn = 0; tn < 4 && left; tn++) {
+                size_t len = rnd() % 3 ? rnd_in(1, 3000) : rnd_in(2048, 70000);
+                len = len < left ? len : left;
+                tv[tn].iov_base = src + off;
+                tv[tn].iov_len = len;
+                off += len;
+                left -= len;
+            }
+        }
+        if (rn == 0) {
+            size_t left = TOTAL - rcvd, off = rcvd;
+            for (rn = 0; rn < 8 && left; rn++) {
+                size_t len = rnd_in(1, 40000);
+                len = len < left ? len : left;
+                rv[rn].iov_base = dst + off;
+                rv[rn].iov_len = len;
+                off += len;
+                left -= len;
+            }
+        }
+        FB.pull_max = rnd_in(1, 20000);
+        if (tn) {
+            struct iovec *v = iov_live(tv, &tn);
+            err |= zc_putv(&FA.z, v, tn, &nb) != RB_OK;
+            iov_advance(v, tn, nb);
+            memmove(tv, v, tn * sizeof(*v));
+            v = iov_live(tv, &tn);
+            memmove(tv, v, tn * sizeof(*v));
+            sent += nb;
+        }
+        err |= zc_getv(&FB.z, rv, rn, &nb) != RB_OK;
+        iov_advance(rv, rn, nb);
+        {
+            struct iovec *v = iov_live(rv, &rn);
+            memmove(rv, v, rn * sizeof(*v));
+        }
+        rcvd += nb;
+        for (k = (int) rnd_in(0, 3); k > 0; k--)
+            f_complete(&FB);
+        zc_getv(&FA.z, NULL, 0, &nb);
+    }
+    ok(!err && sent == TOTAL && rcvd == TOTAL && !bad_bytes(dst, TOTAL, 6, 0),
+       "3 MiB random stream, mixed ring and zero-copy entries, intact");
+    ok(FA.z.stats.zc_msgs > 20 && FB.z.stats.pulled_msgs == FA.z.stats.zc_msgs,
+       "%llu zero-copy entries, all pulled", (unsigned long long) FA.z.stats.zc_msgs);
+}
+
+/* A receiver that drops the data reads it into one small scratch buffer
+ * again and again (CH3's drop_data). */
+static void test_sink(void)
+{
+    static uint8_t src[100000], sink[1000];
+    struct iovec tv = { src, sizeof(src) }, sv = { sink, sizeof(sink) };
+    size_t nb, got = 0;
+    int i;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.async = 1;
+    for (i = 0; i < 100000 && got < sizeof(src); i++) {
+        zc_putv(&FA.z, &tv, 1, &nb);
+        zc_getv(&FB.z, &sv, 1, &nb);
+        got += nb;
+        f_complete(&FB);
+        zc_getv(&FA.z, NULL, 0, &nb);
+    }
+    zc_putv(&FA.z, &tv, 1, &nb);
+    ok(got == sizeof(src) && nb == sizeof(src) && !zc_busy(&FA.z) && !zc_busy(&FB.z),
+       "100000 B pulled through a 1000 B scratch buffer");
+}
+
+static void test_proto(void)
+{
+    uint32_t fin[2] = { 77, 0 };
+    int sent = 0;
+    size_t nb;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    rb_pipe_put_ctrl(&B.p, ZC_FRAME_FIN, fin, sizeof(fin), &sent);
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "FIN without a REQ is a protocol error");
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    rb_pipe_put_ctrl(&B.p, 9, fin, sizeof(fin), &sent);
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "unknown control frame is an error");
+}
+
+int main(void)
+{
+    test_basic();
+    test_async();
+    test_hold();
+    test_refused();
+    test_expose_fail();
+    test_modes();
+    test_crossing();
+    test_random_stream();
+    test_sink();
+    test_proto();
+    return done_testing();
+}

@@ -1,0 +1,335 @@
+/*
+ * zc.c -- zero-copy rendezvous over rb_pipe control frames (see zc.h).
+ */
+#include <stdint.h>
+#include <string.h>
+#include "zc.h"
+
+enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE };
+enum { ZC_FIN_OK = 0, ZC_FIN_REFUSED = 1 };
+enum { ZC_IOV_MAX = 64 };
+
+/* Wire formats (both ends share byte order: homogeneous jobs). */
+typedef struct zc_req {
+    uint64_t addr, len, key;
+    uint32_t id, pad;
+} zc_req_t;
+
+typedef struct zc_fin {
+    uint32_t id, status;
+} zc_fin_t;
+
+static size_t zc_min(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+static size_t zc_iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    while (n-- > 0)
+        t += iov[n].iov_len;
+    return t;
+}
+
+/* dst = iov minus its first skip bytes, at most cap bytes and max entries. */
+static int zc_iov_view(const struct iovec *iov, int n, size_t skip, size_t cap,
+                       struct iovec *dst, int max)
+{
+    int i, m = 0;
+
+    for (i = 0; i < n && m < max && cap > 0; i++) {
+        size_t len = iov[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        dst[m].iov_base = (char *) iov[i].iov_base + skip;
+        dst[m].iov_len = zc_min(len - skip, cap);
+        cap -= dst[m++].iov_len;
+        skip = 0;
+    }
+    return m;
+}
+
+static unsigned zc_log2(size_t len)
+{
+    unsigned k = 0;
+
+    while ((len >>= 1) != 0 && k < ZC_LOG2_MAX - 1)
+        k++;
+    return k;
+}
+
+void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void *ctx,
+             rb_pipe_t * pipe)
+{
+    memset(z, 0, sizeof(*z));
+    z->cfg = *cfg;
+    z->ops = ops;
+    z->ctx = ctx;
+    z->pipe = pipe;
+}
+
+int zc_busy(const zc_conn_t * z)
+{
+    return z->rx.active || z->rx.fin_due || z->tx.state != ZC_TX_IDLE;
+}
+
+/* ------------------------------------------------------------ sender */
+
+static void zc_copy_note(zc_conn_t * z, const struct iovec *e)
+{
+    z->copy_end = (const char *) e->iov_base + e->iov_len;
+    z->stats.copy_msgs++;
+    z->stats.copy_bytes += e->iov_len;
+    z->stats.copy_by_log2[zc_log2(e->iov_len)]++;
+}
+
+/* Does entry e go zero-copy?  Decided once per entry: the rest of an entry
+ * that the ring accepted in part ends at copy_end and stays on the ring. */
+static int zc_candidate(zc_conn_t * z, const struct iovec *e)
+{
+    if (z->tx.state != ZC_TX_IDLE)
+        return e->iov_base == z->tx.addr && e->iov_len == z->tx.len;
+    if (e->iov_len < z->cfg.threshold || (const char *) e->iov_base + e->iov_len == z->copy_end)
+        return 0;
+    if (!z->ops || z->cfg.mode == ZC_MODE_COPY || z->refused || z->backoff) {
+        z->backoff -= z->backoff > 0;
+        zc_copy_note(z, e);
+        return 0;
+    }
+    return 1;
+}
+
+static void zc_auto_note(zc_conn_t * z, int hit)
+{
+    if (hit)
+        z->stats.hits++;
+    else
+        z->stats.misses++;
+    if (z->cfg.mode != ZC_MODE_AUTO)
+        return;
+    z->win_hits += hit != 0;
+    if (++z->win_n < ZC_AUTO_WINDOW)
+        return;
+    if (z->win_hits * 4 < ZC_AUTO_WINDOW)
+        z->backoff = ZC_AUTO_BACKOFF;
+    z->win_n = z->win_hits = 0;
+}
+
+/* Advance the rendezvous of candidate e: *done = 1 when FIN ok arrived (e
+ * is accepted), -1 when e must take the copy path after all, else 0. */
+static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
+{
+    zc_req_t req = { (uintptr_t) e->iov_base, e->iov_len, 0, z->tx.id + 1, 0 };
+    void *handle;
+    int hit = 0, sent = 0, rc;
+
+    *done = 0;
+    if (z->tx.state == ZC_TX_WAIT)
+        return RB_OK;
+    if (z->tx.state == ZC_TX_DONE) {
+        z->ops->unexpose(z->ctx, z->tx.handle);
+        z->tx.state = ZC_TX_IDLE;
+        z->stats.zc_msgs++;
+        z->stats.zc_bytes += e->iov_len;
+        z->stats.zc_by_log2[zc_log2(e->iov_len)]++;
+        *done = 1;
+        return RB_OK;
+    }
+    if (z->ops->expose(z->ctx, e->iov_base, e->iov_len, &req.key, &handle, &hit)) {
+        z->backoff = ZC_AUTO_BACKOFF;
+        zc_copy_note(z, e);
+        *done = -1;
+        return RB_OK;
+    }
+    rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_REQ, &req, sizeof(req), &sent);
+    if (rc != RB_OK || !sent) {
+        z->ops->unexpose(z->ctx, handle);       /* no room: again later */
+        return rc;
+    }
+    zc_auto_note(z, hit);
+    z->tx.addr = e->iov_base;
+    z->tx.len = e->iov_len;
+    z->tx.handle = handle;
+    z->tx.id = req.id;
+    z->tx.state = ZC_TX_WAIT;
+    return RB_OK;
+}
+
+static int zc_fin_flush(zc_conn_t * z)
+{
+    zc_fin_t fin = { z->rx.fin_id, (uint32_t) z->rx.fin_status };
+    int sent = 0, rc;
+
+    if (!z->rx.fin_due)
+        return RB_OK;
+    rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_FIN, &fin, sizeof(fin), &sent);
+    z->rx.fin_due = !sent;
+    return rc;
+}
+
+int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
+{
+    size_t got, run;
+    int i = 0, k, done, rc = zc_fin_flush(z);
+
+    *nbytes = 0;
+    while (rc == RB_OK && i < n) {
+        for (k = i, run = 0; k < n && !zc_candidate(z, &iov[k]); k++)
+            run += iov[k].iov_len;
+        if (k > i) {
+            rc = rb_pipe_putv(z->pipe, iov + i, k - i, &got);
+            *nbytes += got;
+            if (rc != RB_OK || got < run)
+                break;
+            z->copy_end = NULL; /* every copied entry is complete */
+        }
+        if (k == n)
+            break;
+        rc = zc_tx_entry(z, &iov[k], &done);
+        if (done == 0)
+            break;
+        if (done > 0)
+            *nbytes += iov[k].iov_len;
+        i = done > 0 ? k + 1 : k;
+    }
+    return rc;
+}
+
+/* FIN for our REQ: ok -> the entry is accepted by the next zc_putv;
+ * refused -> unexpose, the entry and later ones go through the ring. */
+static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
+{
+    if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_REFUSED)
+        return RB_ERR_PROTO;
+    if (fin->status == ZC_FIN_OK) {
+        z->tx.state = ZC_TX_DONE;
+        return RB_OK;
+    }
+    z->ops->unexpose(z->ctx, z->tx.handle);
+    z->tx.state = ZC_TX_IDLE;
+    z->refused = 1;
+    z->stats.refused_rx++;
+    return RB_OK;
+}
+
+/* ---------------------------------------------------------- receiver */
+
+void zc_pulled(zc_conn_t * z, size_t bytes)
+{
+    z->rx.done += bytes;
+}
+
+static int zc_rx_finish(zc_conn_t * z, int status)
+{
+    z->rx.active = 0;
+    z->rx.fin_id = z->rx.id;
+    z->rx.fin_status = status;
+    z->rx.fin_due = 1;
+    if (status == ZC_FIN_OK) {
+        z->stats.pulled_msgs++;
+        z->stats.pulled_bytes += z->rx.len;
+    } else {
+        z->stats.refused_tx++;
+    }
+    return zc_fin_flush(z);
+}
+
+static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
+{
+    if (z->rx.fin_due || req->len == 0)
+        return RB_ERR_PROTO;    /* the peer sent a REQ before our FIN */
+    memset(&z->rx, 0, sizeof(z->rx));
+    z->rx.raddr = req->addr;
+    z->rx.key = req->key;
+    z->rx.len = req->len;
+    z->rx.id = req->id;
+    z->rx.active = 1;
+    return z->ops ? RB_OK : zc_rx_finish(z, ZC_FIN_REFUSED);
+}
+
+/* Hand completed bytes to the caller (*got), finish, or pull more into
+ * the part of iov that no pull covers yet. */
+static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *got)
+{
+    struct iovec dst[ZC_IOV_MAX];
+    size_t avail = zc_iov_total(iov, n), busy, want, posted = 0;
+    int m, rc;
+
+    *got = zc_min(z->rx.done - z->rx.returned, avail);
+    z->rx.returned += *got;
+    if (z->rx.returned == z->rx.len)
+        return zc_rx_finish(z, ZC_FIN_OK);
+    busy = *got + (z->rx.posted - z->rx.returned);
+    want = avail > busy ? zc_min(z->rx.len - z->rx.posted, avail - busy) : 0;
+    if (want == 0)
+        return RB_OK;
+    m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
+    rc = z->ops->pull(z->ctx, dst, m, z->rx.raddr + z->rx.posted, z->rx.key,
+                      zc_iov_total(dst, m), &posted);
+    if (rc == ZC_PULL_REFUSED && z->rx.posted == 0)
+        return zc_rx_finish(z, ZC_FIN_REFUSED);
+    if (rc != ZC_PULL_OK)
+        return RB_ERR_XPORT;
+    z->rx.posted += posted;
+    return RB_OK;
+}
+
+/* The frame at the head of the stream, if it is ours: REQ or FIN. */
+static int zc_ctrl_take(zc_conn_t * z, int *taken)
+{
+    const void *buf;
+    size_t len;
+    int type, rc = rb_pipe_peek(z->pipe, &type, &buf, &len);
+
+    *taken = 0;
+    if (rc <= 0 || type == RB_FRAME_DATA)
+        return rc < 0 ? rc : RB_OK;
+    if (type == ZC_FRAME_REQ && len == sizeof(zc_req_t)) {
+        zc_req_t req;
+        memcpy(&req, buf, sizeof(req));
+        rc = rb_pipe_consume(z->pipe, len);
+        rc = rc == RB_OK ? zc_rx_start(z, &req) : rc;
+    } else if (type == ZC_FRAME_FIN && len == sizeof(zc_fin_t)) {
+        zc_fin_t fin;
+        memcpy(&fin, buf, sizeof(fin));
+        rc = rb_pipe_consume(z->pipe, len);
+        rc = rc == RB_OK ? zc_tx_fin(z, &fin) : rc;
+    } else {
+        return RB_ERR_PROTO;
+    }
+    *taken = 1;
+    return rc;
+}
+
+int zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
+{
+    struct iovec view[ZC_IOV_MAX];
+    size_t got, done0;
+    int m, taken, rc = zc_fin_flush(z);
+
+    *nbytes = 0;
+    while (rc == RB_OK) {
+        m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);
+        if (z->rx.active) {
+            done0 = z->rx.done;
+            rc = zc_rx_serve(z, view, m, &got);
+            *nbytes += got;
+            if (z->rx.active && got == 0 && z->rx.done == done0)
+                break;          /* pulls in flight or iov full */
+            continue;
+        }
+        got = 0;
+        rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RB_OK;
+        *nbytes += got;
+        taken = 0;
+        if (rc == RB_OK)
+            rc = zc_ctrl_take(z, &taken);   /* also with a full iov */
+        if (!taken)
+            break;
+    }
+    return rc;
+}

@@ -1,0 +1,126 @@
+/*
+ * zc: zero-copy rendezvous for large iov entries over an rb_pipe (seed 003
+ * sec. 5: the "special packet" carrying address, size and key, pulled by
+ * the receiver with RDMA read).  Transport independent: the transport
+ * supplies expose/unexpose/pull (zc_ops_t); verbs pulls with RDMA read
+ * from a registration-cache region, shm with process_vm_readv (CMA).
+ *
+ * Sender (zc_putv).  An iov entry of at least cfg.threshold bytes does not
+ * go through the ring: the sender exposes it, sends a REQ control frame
+ * {addr, len, key, id} in its place and reports the entry as NOT accepted,
+ * so CH3 keeps offering the same iov and the user buffer stays untouched.
+ * When FIN {id, ok} has arrived, the next zc_putv accepts the whole entry
+ * and unexposes it.  FIN {id, refused} (the receiver cannot pull: no CMA
+ * permission, registration refused) sends the entry, and every later one,
+ * through the ring instead.  Entries before and after go through the ring
+ * as usual; the byte stream is unchanged.
+ *
+ * Receiver (zc_getv).  Copies DATA frames like rb_pipe_getv.  At a REQ it
+ * pulls into the caller's iov and never beyond it: CH3 advances its iov by
+ * what we return and reloads it only once it is full, so bytes in flight
+ * always land in memory the caller passes again.  Pulls may complete later
+ * (verbs): the transport reports completed bytes with zc_pulled().  When
+ * all len bytes are in, FIN goes out (from zc_getv/zc_putv later if the
+ * ring is full) and the REQ frame is consumed.  FIN frames answering our
+ * own REQs are consumed wherever they appear in the stream.
+ *
+ * One rendezvous per direction at a time: the stream is ordered, so nothing
+ * after the entry could be accepted before it anyway.
+ *
+ * Protocol choice (cfg.mode): COPY never pulls; ZCOPY always (transport
+ * permitting); AUTO follows the registration cache: after ZC_AUTO_WINDOW
+ * exposures with a hit rate below 1/4 the next ZC_AUTO_BACKOFF large
+ * entries take the copy path, then zero-copy is tried again (seed 000's
+ * future work: switch between pipeline and rcache on the observed hit
+ * rate).  A failed expose (registration limits) backs off the same way in
+ * every mode.  Decisions are counted per power-of-two size in zc_stats_t.
+ *
+ * Not thread safe: the caller serialises all calls on one connection.
+ */
+#ifndef ZC_H_INCLUDED
+#define ZC_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "rb_pipe.h"
+
+enum { ZC_FRAME_REQ = RB_FRAME_CTRL, ZC_FRAME_FIN = RB_FRAME_CTRL + 1 };
+
+typedef enum { ZC_MODE_COPY = 0, ZC_MODE_ZCOPY = 1, ZC_MODE_AUTO = 2 } zc_mode_t;
+
+/* zc_ops_t.pull results */
+enum { ZC_PULL_OK = 0, ZC_PULL_REFUSED = -1, ZC_PULL_FAILED = -2 };
+
+enum { ZC_AUTO_WINDOW = 16, ZC_AUTO_BACKOFF = 64, ZC_LOG2_MAX = 48 };
+
+typedef struct zc_ops {
+    /* Make [addr, addr+len) readable by the peer: *key goes into the REQ,
+     * *handle to unexpose, *hit = 1 when nothing new had to be registered.
+     * Non-zero: cannot (the entry takes the copy path). */
+    int (*expose)(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
+                  int *hit);
+    void (*unexpose)(void *ctx, void *handle);
+    /* Start reading len bytes at the peer's raddr into dst[0..n) (which
+     * holds at least len bytes); *posted = bytes started (bounded by the
+     * transport's outstanding limit), completions via zc_pulled() (possibly
+     * before pull returns).  ZC_PULL_REFUSED: nothing started, this side
+     * cannot pull from that peer; ZC_PULL_FAILED: the connection broke. */
+    int (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
+                size_t len, size_t *posted);
+} zc_ops_t;
+
+typedef struct zc_config {
+    size_t threshold;           /* entries >= threshold are candidates */
+    zc_mode_t mode;
+} zc_config_t;
+
+typedef struct zc_stats {
+    uint64_t zc_msgs, zc_bytes;         /* entries sent zero-copy */
+    uint64_t copy_msgs, copy_bytes;     /* candidates sent through the ring */
+    uint64_t hits, misses;              /* exposures served by the cache or not */
+    uint64_t refused_tx, refused_rx;    /* FIN refused sent / received */
+    uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver */
+    uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];
+} zc_stats_t;
+
+typedef struct zc_conn {
+    zc_config_t cfg;
+    const zc_ops_t *ops;        /* NULL: the transport has no zero-copy */
+    void *ctx;
+    rb_pipe_t *pipe;
+    struct {
+        const void *addr;
+        size_t len;
+        void *handle;
+        uint32_t id;
+        int state;              /* ZC_TX_* (zc.c) */
+    } tx;
+    struct {
+        uint64_t raddr, key;
+        size_t len, posted, done, returned;
+        uint32_t id, fin_id;
+        int active, fin_due, fin_status;
+    } rx;
+    const char *copy_end;       /* end of the entry the ring is copying */
+    int refused;                /* the peer cannot pull: copy from now on */
+    unsigned win_n, win_hits, backoff;
+    zc_stats_t stats;
+} zc_conn_t;
+
+void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void *ctx,
+             rb_pipe_t * pipe);
+
+/* rb_pipe_putv with rendezvous for large entries (see above). */
+int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
+
+/* rb_pipe_getv that serves REQs and consumes FINs. */
+int zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
+
+/* The transport finished bytes of earlier pulls (in order). */
+void zc_pulled(zc_conn_t * z, size_t bytes);
+
+/* 1 while a pull is in flight or a FIN is still to be sent. */
+int zc_busy(const zc_conn_t * z);
+
+#endif /* ZC_H_INCLUDED */
