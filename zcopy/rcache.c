@@ -240,9 +240,11 @@ static void rcache_lru_trim(rcache_t * rc, size_t max_bytes, size_t max_entries)
     }
 }
 
+/* Limits (memlock, NIC) may be relieved by evicting idle regions; EFAULT
+ * (read-only or unmapped memory) never is, and must not flush the cache. */
 static int rcache_errno_retry_is(int err)
 {
-    return err == ENOMEM || err == EAGAIN || err == EFAULT;
+    return err == ENOMEM || err == EAGAIN;
 }
 
 /* Register a new region for the page range [s, e): the union with the live

@@ -22,8 +22,8 @@
  * that only partly overlaps live regions gets one new region covering the
  * union of the request and all of them; the old ones leave the tree.  If
  * that fails, every idle region is evicted and the request's pages alone
- * are registered once more.  A backend failure with -ENOMEM, -EAGAIN or
- * -EFAULT is retried the same way.  The cache never aborts: a failed
+ * are registered once more.  A backend failure with -ENOMEM or -EAGAIN
+ * (limits) is retried the same way.  The cache never aborts: a failed
  * rcache_get returns RCACHE_ERR_REG and rcache_reg_errno() tells why.
  *
  * LRU: after every rcache_put that leaves a live region idle, idle regions

@@ -1114,9 +1114,10 @@ static int rdma_verbs_rc_get(rdma_xport_t * xp, const void *addr, size_t len,
     if (!xp->memev_on && !xp->said_memev++)
         fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
                 "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
-    if (rcache_get(xp->rcache, addr, len, r, hit) == RCACHE_OK)
+    e = rcache_get(xp->rcache, addr, len, r, hit);
+    if (e == RCACHE_OK)
         return 0;
-    e = rcache_reg_errno(xp->rcache);
+    e = e == RCACHE_ERR_REG ? rcache_reg_errno(xp->rcache) : ENOMEM;
     rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot register %zu bytes at %p: %s%s", len,
                        addr, strerror(e), e == ENOMEM || e == EAGAIN ?
                        " (memlock or NIC limit: raise ulimit -l or lower "
