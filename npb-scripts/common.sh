@@ -97,3 +97,26 @@ parse_options() {
         fi
     done
 }
+
+BENCH_SRC=$TOP/test/bench/mpi_bench.c
+
+# mpi_bench for prefix $2, rebuilt when the source or the MPI changes.
+bench_binary() {
+    local dir=$CACHE/bench/$1 id
+    id=$(mpi_identity "$2"; sha256sum < "$BENCH_SRC")
+    if [ "$(cat "$dir/.identity" 2>/dev/null)" != "$id" ] || [ ! -x "$dir/mpi_bench" ]; then
+        mkdir -p "$dir"
+        log "compiling mpi_bench for $1"
+        "$2/bin/mpicc" -O2 -Wall -o "$dir/mpi_bench" "$BENCH_SRC" || die "compiling $BENCH_SRC with $2/bin/mpicc failed"
+        echo "$id" > "$dir/.identity"
+    fi
+    echo "$dir/mpi_bench"
+}
+
+# value LABEL TEST SIZE COLUMN: median of one figure over the rounds' tables.
+value() {
+    awk -v t="$2" -v n="$3" -v c="$4" '$1 == t && $2 == n { v[++m] = $c }
+        END { if (!m) exit
+            for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { x = v[j]; v[j] = v[j-1]; v[j-1] = x }
+            print m % 2 ? v[(m+1)/2] : sprintf("%.3f", (v[m/2] + v[m/2+1]) / 2) }' "$OUT/$1".*.txt
+}
