@@ -3,7 +3,7 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 8
+plan 10
 mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX
@@ -15,6 +15,8 @@ bad MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000 'MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
 bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
 bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'
+bad MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100 'MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100: allowed 1024\.\.1073741824'
+bad MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1 'MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1: allowed 0\.\.1048576'
 if ibv_devices 2>/dev/null | grep -q '^ *[a-z]'; then
     ok 0 "# SKIP this host has an RDMA device"
 else
