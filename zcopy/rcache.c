@@ -193,8 +193,10 @@ static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_
     if (!r)
         return RCACHE_ERR_NOMEM;
     ret = rc->ops.reg(rc->ctx, (void *) s, e - s, &r->mr, &r->key);
-    if (ret)
+    if (ret < 0)
         goto err_free;
+    r->dead = ret == RCACHE_REG_ONCE;
+    rc->stats.uncached += r->dead;
     r->start = s;
     r->end = e;
     r->refcount = 1;
@@ -269,7 +271,7 @@ static int rcache_region_new(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_reg
         rc->stats.reg_failures += st == RCACHE_ERR_REG;
         return st;
     }
-    if (!rc->cfg.cache) {
+    if (!rc->cfg.cache || r->dead) {
         r->dead = 1;
         rcache_list_push(&rc->dead, r);
     } else {

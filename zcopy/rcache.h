@@ -14,7 +14,8 @@
  *               its last rcache_put
  *
  * A dead region whose refcount reaches 0 is deregistered at once, so there
- * is no dead idle state.  With cfg.cache == 0 every region is born dead.
+ * is no dead idle state.  With cfg.cache == 0 every region is born dead, and
+ * so is one whose registration the backend marked RCACHE_REG_ONCE.
  *
  * Tree: an intrusive AVL tree of the live regions keyed by start.  Live
  * regions never overlap, so ends are sorted too and the leftmost region
@@ -68,9 +69,13 @@ typedef struct rcache_region {
     int dead;                   /* out of the tree, deregistered at last put */
 } rcache_region_t;
 
+/* rcache_ops_t.reg: registered, but the memory cannot be watched for
+ * release (e.g. a file-backed mapping): use it once, never cache it. */
+#define RCACHE_REG_ONCE 1
+
 typedef struct rcache_ops {
-    /* Register [addr,addr+len) (page aligned); 0 or a negative errno
-     * (-ENOMEM for memlock or NIC limits). */
+    /* Register [addr,addr+len) (page aligned); 0, RCACHE_REG_ONCE or a
+     * negative errno (-ENOMEM for memlock or NIC limits). */
     int (*reg)(void *ctx, void *addr, size_t len, void **mr, uint64_t * key);
     void (*dereg)(void *ctx, void *mr);
     /* Optional (may be NULL): called at the start of every rcache_get;
@@ -94,6 +99,7 @@ typedef struct rcache_stats {
     uint64_t invalidations;     /* live regions removed by invalidate/flush */
     uint64_t merges;            /* live regions replaced by a new region */
     uint64_t reg_failures;      /* rcache_get calls that returned ERR_REG */
+    uint64_t uncached;          /* registrations the backend said not to cache */
     size_t regions, bytes;      /* registered now: live and dead */
     size_t idle_regions, idle_bytes;    /* in the LRU */
 } rcache_stats_t;

@@ -1054,20 +1054,21 @@ static void rdma_verbs_keepalive(rdma_xport_t * xp)
 /* ----------------------------------------------- zero-copy: RDMA read */
 
 /* rcache backend.  Watch before registering: an unmap in between cannot
- * be missed (the registration then fails or its event is queued). */
+ * be missed (the registration then fails or its event is queued).  Memory
+ * that cannot be watched (file-backed, e.g. an executable's .data) is
+ * registered for one use only. */
 static int rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key)
 {
     rdma_xport_t *xp = ctx;
-    struct ibv_mr *m;
+    int once = xp->memev_on && memev_watch(addr, len) != MEMEV_OK;
+    struct ibv_mr *m = ibv_reg_mr(xp->pd, addr, len,
+                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
 
-    if (xp->memev_on && memev_watch(addr, len) != MEMEV_OK)
-        return -EPERM;
-    m = ibv_reg_mr(xp->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!m)
         return errno ? -errno : -ENOMEM;
     *mr = m;
     *key = m->rkey;
-    return 0;
+    return once ? RCACHE_REG_ONCE : 0;
 }
 
 static void rdma_verbs_rc_dereg(void *ctx, void *mr)
@@ -1210,10 +1211,10 @@ static int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
 
     rcache_stats_get(xp->rcache, &st);
     return snprintf(buf, len, "rcache %s: hits %llu misses %llu evictions %llu invalidations "
-                    "%llu failures %llu; %zu regions (%zu B), %zu idle",
+                    "%llu uncached %llu failures %llu; %zu regions (%zu B), %zu idle",
                     xp->memev_on ? "on" : "off", (unsigned long long) st.hits,
                     (unsigned long long) st.misses, (unsigned long long) st.evictions,
-                    (unsigned long long) st.invalidations,
+                    (unsigned long long) st.invalidations, (unsigned long long) st.uncached,
                     (unsigned long long) st.reg_failures, st.regions, st.bytes,
                     st.idle_regions);
 }

@@ -38,6 +38,7 @@ typedef struct fake {
     size_t pinned, limit;
     int force_err, force_n;     /* fail the next force_n regs with -force_err */
     int touch;                  /* reg reads the memory (real pages) */
+    int once;                   /* reg answers RCACHE_REG_ONCE */
     int in_inval;
     struct {
         uintptr_t start;
@@ -82,7 +83,7 @@ static int fake_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key
     f->pinned += len;
     *mr = m;
     *key = ++f->regs;
-    return 0;
+    return f->once ? RCACHE_REG_ONCE : 0;
 }
 
 static void fake_dereg(void *ctx, void *mr)
@@ -417,6 +418,27 @@ static void t_nocache(void)
     fin(rc, "no cache (busy at destroy)");
 }
 
+/* Memory the backend cannot watch: registered per use, never cached, and
+ * cached neighbours stay. */
+static void t_once(void)
+{
+    rcache_t *rc = mk(100, SIZE_MAX, SIZE_MAX, 1, &ops_plain);
+    rcache_region_t *a, *b;
+    int hit = -1;
+
+    rcache_put(rc, get(rc, 0, 2, NULL));
+    F.once = 1;
+    a = get(rc, 10, 2, NULL);
+    rcache_put(rc, a);
+    ok(F.deregs == 1 && stats(rc).idle_regions == 1 && stats(rc).uncached == 1,
+       "REG_ONCE: deregistered at its put, not cached");
+    ok((b = get(rc, 10, 2, &hit)) && !hit && F.regs == 3, "REG_ONCE: the next get registers anew");
+    rcache_put(rc, b);
+    F.once = 0;
+    ok(get(rc, 0, 2, &hit) && hit, "REG_ONCE: the cached neighbour still hits");
+    fin(rc, "register once");
+}
+
 static void t_reg_fail(void)
 {
     rcache_t *rc = mk(8, SIZE_MAX, SIZE_MAX, 1, &ops_plain);
@@ -641,6 +663,7 @@ int main(void)
     t_drain();
     t_flush();
     t_nocache();
+    t_once();
     t_reg_fail();
     t_destroy_busy();
     t_real_memory();
