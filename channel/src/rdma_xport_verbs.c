@@ -1123,7 +1123,9 @@ static int rdma_verbs_rc_get(rdma_xport_t * xp, const void *addr, size_t len,
                        addr, strerror(e), e == ENOMEM || e == EAGAIN ?
                        " (memlock or NIC limit: raise ulimit -l or lower "
                        "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
-    if (!xp->said_reg++)
+    /* limits deserve a notice; memory that cannot be registered at all
+     * (e.g. read-only) just takes the copy path (VERBOSE counts it) */
+    if ((e == ENOMEM || e == EAGAIN) && !xp->said_reg++)
         fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
     return -1;
 }
