@@ -419,6 +419,7 @@ int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
             break;
     }
     *nbytes = done;
+    p->rx.at_ctrl = rc == 1 && f.type != RB_FRAME_DATA;
     return rc < 0 ? rc : RB_OK;
 }
 

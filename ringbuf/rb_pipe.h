@@ -131,6 +131,7 @@ typedef struct rb_pipe {
         size_t off;             /* payload bytes of current frame consumed */
         uint32_t seq;
         uint64_t landed, consumed;      /* frames, completion-driven mode */
+        int at_ctrl;            /* the last getv stopped at a CTRL frame */
     } rx;
     rb_stats_t stats;
 } rb_pipe_t;

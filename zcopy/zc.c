@@ -326,8 +326,10 @@ int zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
         rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RB_OK;
         *nbytes += got;
         taken = 0;
-        if (rc == RB_OK)
-            rc = zc_ctrl_take(z, &taken);   /* also with a full iov */
+        /* a control frame stopped getv, or there is no iov to fill (FINs
+         * are consumed then too); else no second poll on the hot path */
+        if (rc == RB_OK && (m == 0 || z->pipe->rx.at_ctrl))
+            rc = zc_ctrl_take(z, &taken);
         if (!taken)
             break;
     }

@@ -130,12 +130,14 @@ int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed)
 }
 
 /* Finish a terminated VC once its send queue (e.g. the close ack) is in
- * the pipe: stop polling it and tell CH3. */
+ * the pipe and no rendezvous is unfinished (a FIN the peer waits for, a
+ * pull in flight): stop polling it and tell CH3. */
 static int terminate_if_drained(MPIDI_VC_t * vc)
 {
     int mpi_errno = MPI_SUCCESS;
 
-    if (vc->ch.terminating != 1 || vc->ch.sendq_head != NULL)
+    if (vc->ch.terminating != 1 || vc->ch.sendq_head != NULL ||
+        (vc->ch.conn.state == RDMA_CONN_READY && zc_busy(&vc->ch.conn.zc)))
         return MPI_SUCCESS;
     vc->ch.terminating = 2;
     mpi_errno = MPIDI_CH3I_RDMA_close(vc);
