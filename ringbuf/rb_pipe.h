@@ -169,6 +169,18 @@ int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
  * credit sent if the threshold is reached). */
 int rb_pipe_consume(rb_pipe_t * p, size_t n);
 
+/* For the idle poll: 0 if nothing can have arrived since the last getv
+ * (chunk-start word still 0, no landed completion, head word unmoved); 1
+ * if a frame may be there (rb_pipe_getv/peek then decide, with acquire). */
+static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
+{
+    if (p->cfg.completion_driven)
+        return p->rx.landed != p->rx.consumed;
+    if (p->cfg.mode == RB_MODE_BASIC)
+        return *p->rx.head_word != p->rx.tail;
+    return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->cfg.ring_size - 1))) != 0;
+}
+
 /* Completion-driven mode: the transport saw one frame land. */
 void rb_pipe_landed(rb_pipe_t * p);
 

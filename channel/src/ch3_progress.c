@@ -150,20 +150,31 @@ static int terminate_if_drained(MPIDI_VC_t * vc)
     goto fn_exit;
 }
 
-/* One pass over everything that can move. */
-static int progress_poll(int *progressed)
+/* Run MPICH's progress hooks.  A hook (e.g. RMA op cleanup) may satisfy
+ * what a blocking wait waits for without completing a request: count it
+ * as a completion, as ch3:sock and ch3:nemesis do, or the wait never
+ * returns.  Kept out of line: inlined into the poll loop, the 8-byte
+ * ping-pong measured 0.44 us instead of 0.36 us on the same machine and
+ * run, although the added path never ran (code layout, not work). */
+static int __attribute__ ((noinline)) progress_hooks(int *progressed)
 {
     int mpi_errno, made = FALSE;
-    MPIDI_VC_t *vc, *next;
 
     mpi_errno = MPIR_Progress_hook_exec_all(&made);
-    MPIR_ERR_CHECK(mpi_errno);
-    /* A hook (e.g. RMA op cleanup) may satisfy what a blocking wait waits
-     * for without completing a request: count it as a completion, as
-     * ch3:sock and ch3:nemesis do, or the wait never returns. */
     if (made)
         MPIDI_CH3_Progress_signal_completion();
     *progressed = made;
+    return mpi_errno;
+}
+
+/* One pass over everything that can move. */
+static int progress_poll(int *progressed)
+{
+    int mpi_errno;
+    MPIDI_VC_t *vc, *next;
+
+    mpi_errno = progress_hooks(progressed);
+    MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_RDMA_poll_transports();
     MPIR_ERR_CHECK(mpi_errno);
     for (vc = MPIDI_CH3I_ready_vcs; vc; vc = next) {

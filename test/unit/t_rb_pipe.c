@@ -528,6 +528,29 @@ static void t_proto(void)
            "frame longer than max_frame is a protocol error");
 }
 
+/* The idle-poll check is 0 exactly when getv would find nothing. */
+static void t_rx_maybe(rb_mode_t mode, int completion, const char *name)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, mode);
+    char out[8];
+    int n = 0;
+
+    c.completion_driven = completion;
+    pair_init(&c);
+    n += rb_pipe_rx_maybe(&B.p) == 0;
+    put1(&A, "abcdef", 6);
+    if (completion) {
+        n += rb_pipe_rx_maybe(&B.p) == 0;
+        rb_pipe_landed(&B.p);
+    } else {
+        n++;
+    }
+    n += rb_pipe_rx_maybe(&B.p) == 1;
+    n += get1(&B, out, 4) == 4 && rb_pipe_rx_maybe(&B.p) == 1;
+    n += get1(&B, out, 4) == 2 && rb_pipe_rx_maybe(&B.p) == 0;
+    is_int(n, 5, "rx_maybe (%s): 0 when empty, 1 from arrival until consumed", name);
+}
+
 int main(void)
 {
     t_config();
@@ -545,6 +568,9 @@ int main(void)
     t_completion();
     t_ctrl();
     t_proto();
+    t_rx_maybe(RB_MODE_PIGGYBACK, 0, "flags");
+    t_rx_maybe(RB_MODE_BASIC, 0, "basic");
+    t_rx_maybe(RB_MODE_PIGGYBACK, 1, "completion-driven");
     free(A.stage);
     free(A.ring);
     free(B.stage);
