@@ -127,6 +127,12 @@ int rb_config_check(const rb_config_t * cfg, const char **what)
         bad = "mode";
     else if (cfg->completion_driven != 0 && cfg->completion_driven != 1)
         bad = "completion_driven";
+    else if (cfg->sched_c0 && (cfg->sched_c0 < cfg->chunk_size || cfg->sched_c0 > cfg->sched_max))
+        bad = "sched_c0";
+    else if (cfg->sched_c0 && cfg->sched_max > cfg->ring_size / 2)
+        bad = "sched_max";
+    else if (cfg->sched_c0 && !(cfg->sched_q >= 1.0 && cfg->sched_q <= 16.0))
+        bad = "sched_q";
     if (what)
         *what = bad;
     return bad ? RB_ERR_INVAL : RB_OK;
@@ -151,6 +157,7 @@ int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * 
     p->tx.stage = stage;
     p->tx.tail_word = tail_word;
     p->tx.seq = 1;
+    p->tx.wr_target = (double) cfg->sched_c0;
     p->rx.ring = ring;
     p->rx.head_word = head_word;
     p->rx.seq = 1;
@@ -189,35 +196,62 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
     return d;
 }
 
-/* Complete the frame whose payload is in place and make it visible.  Space
- * was checked by the caller. */
+/* Write the frames built since the last flush with one transport write
+ * (then, in basic mode, the head), and grow the superpipeline target. */
+static int rb_tx_flush(rb_pipe_t * p)
+{
+    const rb_config_t *c = &p->cfg;
+    int rc = RB_OK;
+
+    if (!p->tx.wr_frames)
+        return RB_OK;
+    if (p->ops->write(p->ctx, p->tx.wr_off, p->tx.wr_len, p->tx.wr_frames)
+        || (c->mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
+        rc = RB_ERR_XPORT;
+    p->stats.writes_tx++;
+    p->tx.wr_frames = 0;
+    if (p->tx.wr_target * c->sched_q < (double) c->sched_max)
+        p->tx.wr_target *= c->sched_q;
+    else
+        p->tx.wr_target = (double) c->sched_max;
+    return rc;
+}
+
+/* Complete the frame whose payload is in place and add it to the pending
+ * group, which is written once it reaches the superpipeline target (at
+ * once without a schedule).  Space was checked by the caller. */
 static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
 {
-    size_t off = rb_ring_off(p, p->tx.head);
+    size_t off = rb_ring_off(p, p->tx.head), flen = RB_FRAME_OVERHEAD + rb_pad8(len);
     uint8_t *f = p->tx.stage + off;
     uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
     uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
-    int basic = p->cfg.mode == RB_MODE_BASIC;
+    int rc;
 
+    /* a group is contiguous in the ring: it ends where the ring wraps */
+    if (off == 0 && (rc = rb_tx_flush(p)) != RB_OK)
+        return rc;
     /* The receiver's word at the tail position is 0 or what our stage holds
      * there: make the tail flag differ from it (alt 1 -> 2). */
     if (*tailp == flag)
         flag ^= 3;
-    ((uint64_t *) f)[1] = (basic ? 0 : p->rx.tail & RB_CREDIT_MASK) | (uint64_t) type << 56;
+    ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
+        | (uint64_t) type << 56;
     *tailp = flag;
     /* release: payload, info and tail flag before the head flag (for shm,
-     * whose stage is the peer's ring, this store publishes the frame) */
+     * whose stage is the peer's ring, this store publishes the frame: the
+     * receiver copies it out while we build the next sub-block) */
     __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
-    if (p->ops->write(p->ctx, off, RB_FRAME_OVERHEAD + rb_pad8(len)))
-        return RB_ERR_XPORT;
+    if (!p->tx.wr_frames++)
+        p->tx.wr_off = off;
+    p->tx.wr_len = off + flen - p->tx.wr_off;
     p->tx.head += rb_frame_span(p, off, type, len);
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
-    if (basic)
-        return p->ops->head(p->ctx, p->tx.head) ? RB_ERR_XPORT : RB_OK;
-    p->rx.tail_sent = p->rx.tail;       /* piggybacked */
-    return RB_OK;
+    if (p->cfg.mode != RB_MODE_BASIC)
+        p->rx.tail_sent = p->rx.tail;   /* piggybacked */
+    return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RB_OK;
 }
 
 int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
@@ -249,8 +283,12 @@ int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
         rc = rb_tx_send(p, RB_FRAME_DATA, len);
         done += rc == RB_OK ? len : 0;
     }
+    if (rc == RB_OK)
+        rc = rb_tx_flush(p);
     if (total && !done && rc == RB_OK)
         p->stats.full_stalls++;
+    if (done == total)
+        p->tx.wr_target = (double) p->cfg.sched_c0;     /* the message is complete */
     *nbytes = done;
     return rc;
 }
@@ -280,6 +318,7 @@ int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *
     if (len)
         memcpy(rb_tx_payload(p, len), buf, len);
     rc = rb_tx_send(p, type, len);
+    rc = rc == RB_OK ? rb_tx_flush(p) : rc;
     *sent = rc == RB_OK;
     return rc;
   full:
@@ -449,9 +488,31 @@ int rb_pipe_consume(rb_pipe_t * p, size_t n)
     return rc == 0 || n > f.len - p->rx.off ? RB_ERR_INVAL : rb_rx_advance(p, &f, n);
 }
 
-void rb_pipe_landed(rb_pipe_t * p)
+void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
 {
-    p->rx.landed++;
+    p->rx.landed += frames;
+}
+
+double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i)
+{
+    double c = (double) c0;
+
+    while (i-- > 0 && c < (double) max)
+        c *= q;
+    return c < (double) max ? c : (double) max;
+}
+
+unsigned rb_sched_count(size_t len, size_t c0, double q)
+{
+    double sum = 0, c = (double) c0;
+    unsigned n = 0;
+
+    while (sum < (double) len) {
+        sum += c;
+        c *= q;
+        n++;
+    }
+    return n;
 }
 
 int rb_pipe_flush_credit(rb_pipe_t * p)

@@ -94,12 +94,23 @@ typedef struct rb_config {
     size_t credit_threshold;    /* bytes; chunk_size..ring_size - max_frame */
     rb_mode_t mode;
     int completion_driven;      /* arrival from rb_pipe_landed(), not flags */
+    /* Superpipeline (seeds 000/002): frames, at most max_frame bytes each
+     * (the sub-blocks, each with its own flags), go out in groups of one
+     * transport write; group i of a message closes once it holds
+     * sched_c0 * sched_q^i bytes, at most sched_max (rb_sched_chunk).  A
+     * message ends with a putv that accepts its whole iov.  sched_c0 = 0:
+     * every frame is its own write (fixed-chunk pipeline, seed 003). */
+    size_t sched_c0;            /* 0, or chunk_size..sched_max */
+    size_t sched_max;           /* sched_c0..ring_size/2 */
+    double sched_q;             /* 1..16 */
 } rb_config_t;
 
 typedef struct rb_xport_ops {
     /* Make stage[off, off+len) visible in the peer's ring at the same offset
-     * (one frame, or in basic mode data only).  Asynchronous is fine. */
-    int (*write)(void *ctx, size_t off, size_t len);
+     * with one write: `frames` consecutive frames (data only, in basic
+     * mode).  Asynchronous is fine; completion-driven receivers learn the
+     * frame count (rb_pipe_landed). */
+    int (*write)(void *ctx, size_t off, size_t len, unsigned frames);
     /* Store this side's receive tail into the peer's tail word. */
     int (*credit)(void *ctx, uint64_t tail);
     /* Basic mode only: store the send head into the peer's head word. */
@@ -108,6 +119,7 @@ typedef struct rb_xport_ops {
 
 typedef struct rb_stats {
     uint64_t frames_tx, frames_rx, bytes_tx, bytes_rx;
+    uint64_t writes_tx;         /* transport writes of frames */
     uint64_t credits_tx;        /* explicit credit updates sent */
     uint64_t full_stalls;       /* putv calls that found no space */
 } rb_stats_t;
@@ -122,6 +134,9 @@ typedef struct rb_pipe {
         uint64_t head;          /* master */
         uint64_t tail;          /* best known peer tail (replica) */
         uint32_t seq;
+        size_t wr_off, wr_len;  /* frames built, not yet written */
+        unsigned wr_frames;
+        double wr_target;       /* bytes that close the current group */
     } tx;
     struct {
         volatile uint8_t *ring;
@@ -181,8 +196,17 @@ static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
     return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->cfg.ring_size - 1))) != 0;
 }
 
-/* Completion-driven mode: the transport saw one frame land. */
-void rb_pipe_landed(rb_pipe_t * p);
+/* Completion-driven mode: the transport saw a write of `frames` frames
+ * land. */
+void rb_pipe_landed(rb_pipe_t * p, unsigned frames);
+
+/* Superpipeline schedule: C_i = c0 * q^i bytes, capped at max. */
+double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i);
+
+/* Chunks of the uncapped schedule that carry len bytes: the least n with
+ * c0 (q^n - 1)/(q - 1) >= len, i.e. ceil(log_q(1 + (len/c0)(q - 1))) (seeds
+ * 000/002, eq. 7); ceil(len/c0) for q = 1. */
+unsigned rb_sched_count(size_t len, size_t c0, double q);
 
 /* Publish the receive tail now if anything is unreported (e.g. when idle
  * or before closing). */

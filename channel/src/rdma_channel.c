@@ -64,9 +64,62 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Largest frame (bytes, header included) written to the ring at once;
-        longer messages are pipelined in frames of this size (seed 003 uses
-        16 KiB).  A multiple of RING_CHUNK, at most RING_SIZE/2.
+        PIPELINE=fixed: largest frame (bytes, header included) written to
+        the ring at once; longer messages are pipelined in frames of this
+        size (seed 003 uses 16 KiB).  A multiple of RING_CHUNK, at most
+        RING_SIZE/2.
+
+    - name        : MPIR_CVAR_CH3_RDMA_PIPELINE
+      category    : CH3_RDMA
+      type        : string
+      default     : auto
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How messages larger than a frame move through the ring.  fixed: one
+        write per frame of PIPELINE_CHUNK bytes (seed 003).  super: the
+        superpipeline (seeds 000/002): frames of SUPERPIPE_BLOCK bytes, each
+        with its own flags, so the receiver copies one block behind the
+        writer, written in groups of growing size, C_i = SUPERPIPE_C0 *
+        SUPERPIPE_Q^i, at most RING_SIZE/4 (so three groups are in flight
+        while the fourth's space comes back), restarting at every message.
+        auto: super over verbs, fixed over shared memory (where a "write" is
+        a store: grouping saves nothing and smaller frames cost more).
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0
+      category    : CH3_RDMA
+      type        : int
+      default     : 12288
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        First superpipeline group, bytes (the paper's C_0 = 12 KB);
+        1024..67108864, used up to RING_SIZE/4.
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q
+      category    : CH3_RDMA
+      type        : double
+      default     : 1.5
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Growth factor of superpipeline groups (the paper's q = 1.5); 1..16
+        (1: fixed groups of SUPERPIPE_C0 bytes).
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK
+      category    : CH3_RDMA
+      type        : int
+      default     : 4096
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Superpipeline sub-block: frame size in bytes, header and flags
+        included (the paper's b = 4 KB); 64..67108864, rounded up to a
+        multiple of RING_CHUNK, at most RING_SIZE/2.
 
     - name        : MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD
       category    : CH3_RDMA
@@ -270,38 +323,74 @@ static int is_pow2(long v)
         }                                                               \
     } while (0)
 
-/* Pipe geometry from the CVARs; every violation names the variable and
- * its allowed range. */
-static int rdma_ring_config(rb_config_t * cfg)
+/* The superpipeline CVARs; applied to cfg (sub-block frames, group
+ * schedule fitted to the ring) if apply. */
+static int rdma_superpipe_config(rb_config_t * cfg, int apply)
+{
+    int mpi_errno = MPI_SUCCESS;
+    long c0 = MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0, block = MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK;
+    long ring = (long) cfg->ring_size, chunk = (long) cfg->chunk_size;
+    double q = MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q;
+
+    CVAR_CHECK(c0 >= 1024 && c0 <= 67108864,
+               "MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=%ld: allowed 1024..67108864", c0);
+    CVAR_CHECK(q >= 1.0 && q <= 16.0, "MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=%g: allowed 1..16", q);
+    CVAR_CHECK(block >= 64 && block <= 67108864,
+               "MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK=%ld: allowed 64..67108864", block);
+    if (!apply)
+        goto fn_exit;
+    cfg->max_frame = MPL_MIN((block + chunk - 1) / chunk * chunk, ring / 2);
+    cfg->sched_max = ring / 4;
+    cfg->sched_c0 = MPL_MAX(MPL_MIN(c0, ring / 4), chunk);
+    cfg->sched_q = q;
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Pipe geometry from the CVARs, for shm and for verbs connections (which
+ * differ in the pipeline: PIPELINE=auto runs the superpipeline over verbs
+ * only); every violation names the variable and its allowed range. */
+static int rdma_ring_config(rb_config_t * shm, rb_config_t * rdma)
 {
     int mpi_errno = MPI_SUCCESS;
     long ring = MPIR_CVAR_CH3_RDMA_RING_SIZE, chunk = MPIR_CVAR_CH3_RDMA_RING_CHUNK;
     long frame = MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK, thr = MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD;
+    const char *pl = MPIR_CVAR_CH3_RDMA_PIPELINE;
 
     CVAR_CHECK(is_pow2(ring) && ring >= 16384 && ring <= 67108864,
                "MPIR_CVAR_CH3_RDMA_RING_SIZE=%ld: allowed a power of two in 16384..67108864", ring);
     CVAR_CHECK(is_pow2(chunk) && chunk >= 64 && chunk <= ring / 4,
                "MPIR_CVAR_CH3_RDMA_RING_CHUNK=%ld: allowed a power of two in 64..%ld (RING_SIZE/4)",
                chunk, ring / 4);
-    CVAR_CHECK(frame >= chunk && frame <= ring / 2 && frame % chunk == 0,
+    CVAR_CHECK(!strcmp(pl, "auto") || !strcmp(pl, "super") || !strcmp(pl, "fixed"),
+               "MPIR_CVAR_CH3_RDMA_PIPELINE=%s: allowed auto, super or fixed", pl);
+    CVAR_CHECK(!strcmp(pl, "super") || (frame >= chunk && frame <= ring / 2 && frame % chunk == 0),
                "MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=%ld: allowed a multiple of %ld (RING_CHUNK) in %ld..%ld (RING_SIZE/2)",
                frame, chunk, chunk, ring / 2);
     if (thr == 0)
         thr = ring / 4;
-    CVAR_CHECK(thr >= chunk && thr <= ring - frame,
+    CVAR_CHECK(thr >= chunk && thr <= ring / 2,
                "MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=%d: allowed 0 (auto) or %ld..%ld",
-               MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD, chunk, ring - frame);
+               MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD, chunk, ring / 2);
     CVAR_CHECK(!strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "piggyback") ||
                !strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic"),
                "MPIR_CVAR_CH3_RDMA_PIPE_MODE=%s: allowed piggyback or basic",
                MPIR_CVAR_CH3_RDMA_PIPE_MODE);
 
-    cfg->ring_size = ring;
-    cfg->chunk_size = chunk;
-    cfg->max_frame = frame;
-    cfg->credit_threshold = thr;
-    cfg->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
-    cfg->completion_driven = 0;
+    memset(shm, 0, sizeof(*shm));
+    shm->ring_size = ring;
+    shm->chunk_size = chunk;
+    shm->max_frame = frame;
+    shm->credit_threshold = thr;
+    shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
+    *rdma = *shm;
+    mpi_errno = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = rdma_superpipe_config(shm, strcmp(pl, "super") == 0);
+    MPIR_ERR_CHECK(mpi_errno);
 
   fn_exit:
     return mpi_errno;
@@ -483,7 +572,7 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     rdma_pg = pg;
     mpi_errno = rdma_other_cvars_check();
     MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = rdma_ring_config(&prm.ring);
+    mpi_errno = rdma_ring_config(&prm.ring, &prm.ring_rdma);
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = rdma_zc_config_get(&rdma_zc_config);
     MPIR_ERR_CHECK(mpi_errno);
@@ -547,12 +636,15 @@ static void rdma_zc_report(const rdma_conn_t * c)
         return;
     n = snprintf(line, sizeof(line), "[ch3:rdma] rank %d -> %d: zero-copy %llu (%llu B, "
                  "cache hits %llu/%llu), copy %llu (%llu B), pulled %llu (%llu B), refused "
-                 "%llu/%llu; by size 2^k zcopy/copy:", MPIR_Process.rank, c->peer,
+                 "%llu/%llu; ring frames %llu in %llu writes; by size 2^k zcopy/copy:",
+                 MPIR_Process.rank, c->peer,
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
                  (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
                  (unsigned long long) st->pulled_msgs, (unsigned long long) st->pulled_bytes,
-                 (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx);
+                 (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx,
+                 (unsigned long long) c->pipe.stats.frames_tx,
+                 (unsigned long long) c->pipe.stats.writes_tx);
     for (k = 0; k < ZC_LOG2_MAX && n < sizeof(line); k++)
         if (st->zc_by_log2[k] + st->copy_by_log2[k])
             n += snprintf(line + n, sizeof(line) - n, " %d:%llu/%llu", k,

@@ -67,7 +67,9 @@ typedef struct rdma_conn {
 typedef struct rdma_xport_params {
     int rank, size;
     const char *job;            /* unique job id; names shared objects */
-    rb_config_t ring;           /* pipe geometry for every connection */
+    rb_config_t ring;           /* pipe geometry of shm connections */
+    rb_config_t ring_rdma;      /* of verbs connections: the same ring, maybe
+                                 * another pipeline (superpipeline groups) */
     /* owner callbacks */
     rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
     int (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */

@@ -142,9 +142,9 @@ static int rdma_shm_wake(shm_peer_t * pe)
     return 0;
 }
 
-static int rdma_shm_write(void *ctx, size_t off, size_t len)
+static int rdma_shm_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
-    (void) off, (void) len;
+    (void) off, (void) len, (void) frames;
     return rdma_shm_wake(ctx);
 }
 

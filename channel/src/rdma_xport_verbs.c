@@ -141,6 +141,8 @@ enum {
 /* rdma_verbs_post_write flags */
 enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2 };
 
+/* Immediate data: kind in bits 0-1; a frame write carries its frame count
+ * in bits 2-31 (a superpipeline group holds several frames). */
 enum { RDMA_VERBS_IMM_FRAME = 1, RDMA_VERBS_IMM_CREDIT = 2, RDMA_VERBS_IMM_HEAD = 3 };
 enum { RDMA_VERBS_MSG_REQ = 1, RDMA_VERBS_MSG_REP = 2, RDMA_VERBS_MSG_RTU = 3 };
 
@@ -285,7 +287,7 @@ static void rdma_verbs_mem_free(rdma_verbs_mem_t * m)
 static int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen)
 {
     struct rlimit rl;
-    size_t need = 2 * prm->ring.ring_size + (size_t) sysconf(_SC_PAGESIZE);
+    size_t need = 2 * prm->ring_rdma.ring_size + (size_t) sysconf(_SC_PAGESIZE);
 
     if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return RDMA_XPORT_OK;
@@ -478,7 +480,7 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->type = (uint8_t) type;
     m->in_order = (uint8_t) vc->in_order_local;
     m->rd_atomic = (uint8_t) vc->max_rd_atomic;
-    m->basic = xp->prm.ring.mode == RB_MODE_BASIC;
+    m->basic = xp->prm.ring_rdma.mode == RB_MODE_BASIC;
     m->src = xp->prm.rank;
     m->dst = vc->c->peer;
     m->qpn = vc->qp->qp_num;
@@ -489,8 +491,8 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->ring_rkey = vc->ring.mr->rkey;
     m->ctl_addr = (uintptr_t) vc->ctl.buf;
     m->ctl_rkey = vc->ctl.mr->rkey;
-    m->ring_size = xp->prm.ring.ring_size;
-    m->chunk_size = xp->prm.ring.chunk_size;
+    m->ring_size = xp->prm.ring_rdma.ring_size;
+    m->chunk_size = xp->prm.ring_rdma.chunk_size;
 }
 
 /* Best effort: a message lost here is retransmitted by the timers. */
@@ -700,9 +702,9 @@ static void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
 static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
-    size_t rs = xp->prm.ring.ring_size;
-    uint32_t frames = (uint32_t) (rs / xp->prm.ring.chunk_size);
-    uint32_t per = xp->prm.ring.mode == RB_MODE_BASIC ? 2 : 1;
+    size_t rs = xp->prm.ring_rdma.ring_size;
+    uint32_t frames = (uint32_t) (rs / xp->prm.ring_rdma.chunk_size);
+    uint32_t per = xp->prm.ring_rdma.mode == RB_MODE_BASIC ? 2 : 1;
     uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
     int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
@@ -795,7 +797,7 @@ static const rb_xport_ops_t rdma_verbs_pipe_ops;
 static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
     rdma_xport_t *xp = vc->xp;
-    rb_config_t cfg = xp->prm.ring;
+    rb_config_t cfg = xp->prm.ring_rdma;
     uint32_t i;
 
     if (m->ring_size != cfg.ring_size || m->chunk_size != cfg.chunk_size
@@ -982,7 +984,7 @@ static int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey
     return rc ? -1 : 0;
 }
 
-static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len)
+static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     rdma_verbs_conn_t *vc = ctx;
 
@@ -991,7 +993,7 @@ static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len)
     return rdma_verbs_post(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
                                  (uint32_t) len, vc->remote.ring_addr + off,
                                  vc->remote.ring_rkey,
-                                 vc->completion ? RDMA_VERBS_IMM_FRAME : 0,
+                                 vc->completion ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0,
                                  RDMA_VERBS_POST_LEAVE_RESERVE);
 }
 
@@ -1249,8 +1251,8 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
     }
     if (vc->cm == RDMA_VERBS_CM_REP_SENT)
         vc->rtu_implied = 1;
-    if (ntohl(wc->imm_data) == RDMA_VERBS_IMM_FRAME)
-        rb_pipe_landed(&vc->c->pipe);
+    if ((ntohl(wc->imm_data) & 3) == RDMA_VERBS_IMM_FRAME)
+        rb_pipe_landed(&vc->c->pipe, ntohl(wc->imm_data) >> 2);
     if (rdma_verbs_rq_post(vc))
         rdma_verbs_conn_fail(vc, "connection to rank %d failed: cannot repost a receive",
                              vc->c->peer);
@@ -1284,7 +1286,7 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     const char *what = "?";
     int rc;
 
-    if (rb_config_check(&prm->ring, &what)) {
+    if (rb_config_check(&prm->ring_rdma, &what)) {
         rdma_verbs_err_set(err, errlen, "invalid ring configuration (%s)", what);
         return RDMA_XPORT_ERR;
     }

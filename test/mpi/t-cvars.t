@@ -3,15 +3,21 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 10
+plan 13
 mpi_setup
 EXPECT_TIMEOUT=60
-bad() {  # bad VAR=VALUE REGEX
-    expect_output 1 "$2" "rejects $1" -- env "$1" "$P/bin/mpiexec" -n 2 "$W/cpi"
+bad() {  # bad VAR=VALUE REGEX [OTHER=VALUE...]
+    local v=$1 re=$2
+    shift 2
+    expect_output 1 "$re" "rejects $v" -- env "$@" "$v" "$P/bin/mpiexec" -n 2 "$W/cpi"
 }
 bad MPIR_CVAR_CH3_RDMA_RING_SIZE=1000 'MPIR_CVAR_CH3_RDMA_RING_SIZE=1000: allowed a power of two in 16384\.\.67108864'
 bad MPIR_CVAR_CH3_RDMA_RING_CHUNK=48 'MPIR_CVAR_CH3_RDMA_RING_CHUNK=48: allowed'
-bad MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000 'MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000: allowed'
+bad MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000 'MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000: allowed' \
+    MPIR_CVAR_CH3_RDMA_PIPELINE=fixed
+bad MPIR_CVAR_CH3_RDMA_PIPELINE=fast 'MPIR_CVAR_CH3_RDMA_PIPELINE=fast: allowed auto, super or fixed'
+bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0.5 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0\.5: allowed 1\.\.16'
+bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100: allowed 1024\.\.67108864'
 bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
 bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'

@@ -4,7 +4,7 @@
 # in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 8
+plan 11
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -14,6 +14,16 @@ expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "copy path only, 2 rank
     env $V $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
 expect_output 0 'rank 0 -> 1: zero-copy [1-9]' "auto, 3 ranks (oversubscribed)" -- \
     env $V $L=auto "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8
+expect_output 0 'rank 0 -> 1: zero-copy 0 .*ring frames [0-9]+ in [0-9]+ writes' \
+    "copy path, fixed pipeline (one write per 16 KiB frame)" -- \
+    env $V $L=copy MPIR_CVAR_CH3_RDMA_PIPELINE=fixed "$P/bin/mpiexec" -n 2 "$W/mpi_large"
+expect_output 0 '^ok 6 ' "copy path, superpipeline on a 16 KiB ring (groups capped at 4 KiB)" -- \
+    env $L=copy MPIR_CVAR_CH3_RDMA_PIPELINE=super MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
+expect_output 0 '^ok 6 ' "copy path, superpipeline q = 2, 1 KiB blocks, basic pipe mode, 3 ranks" -- \
+    env $L=copy MPIR_CVAR_CH3_RDMA_PIPELINE=super MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=2 \
+    MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK=1000 \
+    MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8
 expect_output 0 '^ok 6 ' "zcopy from 1 KiB (threshold at its minimum), tiny ring" -- \
     env $L=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024 MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 \
     MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 \

@@ -11,8 +11,8 @@ expect_output 0 '^1\.\.6' "mpi_check, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/mpi_
 expect_output 0 '^1\.\.6' "mpi_check, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
 expect_output 0 '^1\.\.6' "mpi_check, basic pipe mode" -- \
     env MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 2 "$W/mpi_check" 1048576
-expect_output 0 '^1\.\.6' "mpi_check, tiny ring (16 KiB, 64 B chunks, 4 KiB frames), 3 ranks" -- \
-    env MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 MPIR_CVAR_CH3_RDMA_RING_CHUNK=64 \
+expect_output 0 '^1\.\.6' "mpi_check, tiny ring (16 KiB, 64 B chunks, fixed 4 KiB frames), 3 ranks" -- \
+    env MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 MPIR_CVAR_CH3_RDMA_RING_CHUNK=64 MPIR_CVAR_CH3_RDMA_PIPELINE=fixed \
     MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 "$P/bin/mpiexec" -n 3 "$W/mpi_check" 1048576
 expect_output 0 '^1\.\.6' "mpi_check, coalesced credits at the smallest threshold" -- \
     env MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=512 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 1048576

@@ -27,19 +27,22 @@ struct side {
     int defer;
     struct {
         size_t off, len;
+        unsigned frames;
     } q[QMAX];                  /* deferred writes, q[qh..qt) */
+    size_t wlen[QMAX];          /* length of write k, at k % QMAX */
     unsigned qh, qt;
     size_t qdone;               /* bytes of q[qh] landed */
-    unsigned long writes, credits, heads, landed;
+    unsigned long writes, wframes, credits, heads, landed;
 };
 
 static side_t A, B;
 
-static inline int t_write(void *ctx, size_t off, size_t len)
+static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     side_t *s = ctx;
 
-    s->writes++;
+    s->wlen[s->writes++ % QMAX] = len;
+    s->wframes += frames;
     if (!s->defer) {
         memcpy(s->peer->ring + off, s->stage + off, len);
         return 0;
@@ -47,6 +50,7 @@ static inline int t_write(void *ctx, size_t off, size_t len)
     if (s->qt - s->qh == QMAX)
         return -1;
     s->q[s->qt % QMAX].off = off;
+    s->q[s->qt % QMAX].frames = frames;
     s->q[s->qt++ % QMAX].len = len;
     return 0;
 }
@@ -82,8 +86,7 @@ static inline int t_land_byte(side_t * s)
     s->peer->ring[at] = s->stage[at];
     if (++s->qdone == s->q[s->qh % QMAX].len) {
         s->qdone = 0;
-        s->qh++;
-        s->landed++;
+        s->landed += s->q[s->qh++ % QMAX].frames;
     }
     return 1;
 }
@@ -99,7 +102,7 @@ static inline uint8_t *t_zalloc(size_t n)
 
 static inline rb_config_t t_cfg(size_t ring, size_t chunk, size_t maxf, size_t thr, rb_mode_t mode)
 {
-    rb_config_t c = { ring, chunk, maxf, thr, mode, 0 };
+    rb_config_t c = { ring, chunk, maxf, thr, mode, 0, 0, 0, 0 };
 
     return c;
 }

@@ -2,6 +2,7 @@
  * t_rb_pipe: unit tests of rb_pipe over the in-memory transport of
  * pipe_pair.h (sides A and B, immediate or deferred byte-wise landing).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "pipe_pair.h"
@@ -133,12 +134,12 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0}, {128, 64, 64, 64, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0}, {4096, 32, 1024, 1024, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0}, {4096, 64, 1000, 1024, 0, 0},
-        {4096, 64, 0, 1024, 0, 0}, {4096, 64, 4096, 64, 0, 0},
-        {4096, 64, 1024, 32, 0, 0}, {4096, 64, 1024, 3500, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0}, {4096, 64, 1024, 1024, 0, 2},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
@@ -464,12 +465,12 @@ static void t_completion(void)
     put1(&A, "abc", 3);
     put1(&A, "defg", 4);
     is_size(get1(&B, out, sizeof(out)), 0, "completion-driven: frames invisible before landed");
-    rb_pipe_landed(&B.p);
+    rb_pipe_landed(&B.p, 1);
     ok(get1(&B, out, sizeof(out)) == 3 && !memcmp(out, "abc", 3),
        "completion-driven: one landed, one frame visible");
-    rb_pipe_landed(&B.p);
+    rb_pipe_landed(&B.p, 1);
     ok(get1(&B, out, sizeof(out)) == 4 && !memcmp(out, "defg", 4), "completion-driven: second");
-    rb_pipe_landed(&B.p);
+    rb_pipe_landed(&B.p, 1);
     is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 1 }, 1, &nb), RB_ERR_PROTO,
            "completion-driven: landed without a frame is a protocol error");
 }
@@ -541,7 +542,7 @@ static void t_rx_maybe(rb_mode_t mode, int completion, const char *name)
     put1(&A, "abcdef", 6);
     if (completion) {
         n += rb_pipe_rx_maybe(&B.p) == 0;
-        rb_pipe_landed(&B.p);
+        rb_pipe_landed(&B.p, 1);
     } else {
         n++;
     }
@@ -549,6 +550,172 @@ static void t_rx_maybe(rb_mode_t mode, int completion, const char *name)
     n += get1(&B, out, 4) == 4 && rb_pipe_rx_maybe(&B.p) == 1;
     n += get1(&B, out, 4) == 2 && rb_pipe_rx_maybe(&B.p) == 0;
     is_int(n, 5, "rx_maybe (%s): 0 when empty, 1 from arrival until consumed", name);
+}
+
+/* ---- superpipeline (seeds 000/002) ---- */
+
+static rb_config_t sp_cfg(size_t ring, size_t c0, double q, size_t max)
+{
+    rb_config_t c = t_cfg(ring, 512, 4096, ring / 4, RB_MODE_PIGGYBACK);
+
+    c.sched_c0 = c0;
+    c.sched_q = q;
+    c.sched_max = max;
+    return c;
+}
+
+/* The schedule against the paper's closed forms (eqs. 5-7). */
+static void t_sched(void)
+{
+    static const double qs[] = { 1.25, 1.5, 2.0 };
+    size_t L;
+    int i, bad = 0, n = 0;
+    rb_config_t c = sp_cfg(1 << 20, 12288, 1.5, 1 << 18);
+    const char *what;
+
+    ok(fabs(rb_sched_chunk(12288, 1.5, 1 << 20, 0) - 12288) < 1e-6
+       && fabs(rb_sched_chunk(12288, 1.5, 1 << 20, 1) - 18432) < 1e-6
+       && fabs(rb_sched_chunk(12288, 1.5, 1 << 20, 4) - 62208) < 1e-6
+       && fabs(rb_sched_chunk(12288, 1.5, 65536, 9) - 65536) < 1e-6,
+       "C_i = C0 q^i: 12 KiB, 18 KiB, 60.75 KiB; capped at the maximum");
+    for (i = 0; i < 3; i++)
+        for (L = 1; L < ((size_t) 1 << 31); L = L * 5 / 4 + 1, n++) {
+            double f = ceil(log(1 + (double) L / 12288 * (qs[i] - 1)) / log(qs[i]) - 1e-9);
+            bad += rb_sched_count(L, 12288, qs[i]) != (unsigned) f;
+        }
+    is_int(bad, 0, "n = ceil(log_q(1 + (L/C0)(q - 1))) for %d (L, q) pairs", n);
+    is_int(rb_sched_count(16 << 20, 12288, 1.0), 1366, "q = 1: ceil(L / C0) chunks");
+    is_int(rb_sched_count(1 << 20, 12288, 1.5), 10,
+           "1 MiB in 10 chunks at C0 = 12 KiB, q = 1.5 (n = 9.3, the last one truncated)");
+    is_int(rb_sched_count(16 << 20, 12288, 1.5), 17, "16 MiB in 17 chunks (n = 16.1)");
+    ok(rb_config_check(&c, NULL) == RB_OK, "superpipeline configuration accepted");
+    c.sched_q = 0.5;
+    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_q"), "q < 1 rejected");
+    c.sched_q = 1.5;
+    c.sched_max = 1 << 20;
+    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_max"),
+       "maximum chunk above ring/2 rejected");
+    c.sched_max = 1 << 18;
+    c.sched_c0 = 100;
+    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_c0"),
+       "C0 below a ring chunk rejected");
+}
+
+/* One message of len bytes through A -> B with B draining as it goes;
+ * returns 0 if it arrives intact.  Writes are recorded in A.wlen. */
+static int sp_message(uint8_t * src, uint8_t * dst, size_t len)
+{
+    size_t sent = 0, rcvd = 0, nb;
+    int spins = 0;
+
+    while (rcvd < len && spins++ < 1000000) {
+        struct iovec in = { src + sent, len - sent }, out = { dst + rcvd, len - rcvd };
+
+        if (sent < len && rb_pipe_putv(&A.p, &in, 1, &nb) == RB_OK)
+            sent += nb;
+        if (rb_pipe_getv(&B.p, &out, 1, &nb) != RB_OK)
+            return -1;
+        rcvd += nb;
+    }
+    return rcvd == len && !memcmp(src, dst, len) ? 0 : -1;
+}
+
+/* Writes grow by q from C0 up to the cap (whole sub-blocks: a group closes
+ * at the first frame that reaches its target), restart per message, and
+ * the fixed pipeline writes frame by frame. */
+static void t_superpipe(void)
+{
+    size_t L = 3 << 20, k, w0;
+    uint8_t *src = malloc(L), *dst = malloc(L);
+    rb_config_t c = sp_cfg(1 << 20, 12288, 1.5, 1 << 18);
+    double target = 12288;
+    int bad = 0, i;
+
+    for (k = 0; k < L; k++)
+        src[k] = pat(7, k);
+    pair_init(&c);
+    ok(sp_message(src, dst, L) == 0, "superpipeline: 3 MiB message verifies");
+    /* the first 9 groups (898 KiB) fit in the 1 MiB ring; later ones may
+     * close early when it is full */
+    for (i = 0; i < 9 && (unsigned long) i < A.writes; i++) {
+        bad += A.wlen[i] < target || A.wlen[i] >= target + 4096;
+        target = target * 1.5 < (1 << 18) ? target * 1.5 : (1 << 18);
+    }
+    is_int(bad, 0, "superpipeline: write i is C0 q^i (capped at 256 KiB) to within a sub-block");
+    ok(A.writes < 30 && A.wframes == A.p.stats.frames_tx && A.wframes > 700,
+       "superpipeline: %lu frames in %lu writes", A.wframes, A.writes);
+    w0 = A.writes;
+    bad = sp_message(src, dst, 100000);
+    ok(!bad && A.wlen[w0 % QMAX] >= 12288 && A.wlen[w0 % QMAX] < 16384,
+       "superpipeline: the next message starts again at C0 (%zu B)", A.wlen[w0 % QMAX]);
+    c.sched_c0 = 0;
+    pair_init(&c);
+    bad = sp_message(src, dst, 1 << 20);
+    ok(!bad && A.writes == A.p.stats.frames_tx && A.writes > 256,
+       "fixed pipeline: one write per frame (%lu)", A.writes);
+    free(src);
+    free(dst);
+}
+
+/* Byte-wise landing of grouped writes: a sub-block is accepted only once
+ * all its bytes landed, and sub-blocks are accepted while the rest of
+ * their write is still landing (the pipeline in the pipeline). */
+static void t_superpipe_deferred(void)
+{
+    size_t L = 200000, sent = 0, rcvd = 0, nb, k;
+    uint8_t *src = malloc(L), *dst = malloc(L);
+    rb_config_t c = sp_cfg(1 << 16, 4096, 2.0, 1 << 14);
+    int early = 0, inside = 0, spins = 0;
+
+    for (k = 0; k < L; k++)
+        src[k] = pat(8, k);
+    pair_init(&c);
+    A.defer = 1;
+    while (rcvd < L && spins++ < 100000) {
+        struct iovec in = { src + sent, L - sent };
+
+        if (sent < L && rb_pipe_putv(&A.p, &in, 1, &nb) == RB_OK)
+            sent += nb;
+        while (t_land_byte(&A)) {
+            int ty;
+            const void *v;
+            size_t off = B.p.rx.tail % c.ring_size;
+
+            if (rb_pipe_peek(&B.p, &ty, &v, &nb) != 1)
+                continue;
+            early += memcmp(B.ring + off, A.stage + off, 24 + pad8(nb)) != 0;
+            inside += A.qh != A.qt && A.qdone > 0;
+            struct iovec out = { dst + rcvd, L - rcvd };
+            rb_pipe_getv(&B.p, &out, 1, &nb);
+            rcvd += nb;
+        }
+    }
+    ok(rcvd == L && !memcmp(src, dst, L), "superpipeline, byte-wise landing: data verifies");
+    is_int(early, 0, "superpipeline: no sub-block accepted before its last byte landed");
+    ok(inside > 0, "superpipeline: %d sub-blocks consumed while their write was still landing",
+       inside);
+    free(src);
+    free(dst);
+}
+
+/* Completion-driven: one completion per write makes all its frames
+ * visible. */
+static void t_superpipe_completion(void)
+{
+    uint8_t src[40000], dst[40000];
+    rb_config_t c = sp_cfg(1 << 16, 12288, 1.5, 1 << 14);
+    struct iovec in = { src, sizeof(src) }, out = { dst, sizeof(dst) };
+    size_t nb, k;
+
+    for (k = 0; k < sizeof(src); k++)
+        src[k] = pat(9, k);
+    c.completion_driven = 1;
+    pair_init(&c);
+    rb_pipe_putv(&A.p, &in, 1, &nb);
+    ok(nb == sizeof(src) && A.writes == 3, "completion-driven superpipeline: 40000 B in 3 writes");
+    rb_pipe_landed(&B.p, (unsigned) A.p.stats.frames_tx);
+    ok(rb_pipe_getv(&B.p, &out, 1, &nb) == RB_OK && nb == sizeof(src) && !memcmp(src, dst, nb),
+       "completion-driven superpipeline: %lu frames landed by count", A.wframes);
 }
 
 int main(void)
@@ -571,6 +738,10 @@ int main(void)
     t_rx_maybe(RB_MODE_PIGGYBACK, 0, "flags");
     t_rx_maybe(RB_MODE_BASIC, 0, "basic");
     t_rx_maybe(RB_MODE_PIGGYBACK, 1, "completion-driven");
+    t_sched();
+    t_superpipe();
+    t_superpipe_deferred();
+    t_superpipe_completion();
     free(A.stage);
     free(A.ring);
     free(B.stage);

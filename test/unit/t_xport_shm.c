@@ -89,7 +89,7 @@ static int node_open(node_t * nd, int rank, int size, size_t ring, const char *j
     prm.rank = rank;
     prm.size = size;
     prm.job = job;
-    prm.ring = (rb_config_t) { ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK, 0 };
+    prm.ring = (rb_config_t) { ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK, 0, 0, 0, 0 };
     prm.conn_of = t_conn_of;
     prm.card_of = t_card_of;
     prm.conn_ready = t_conn_ready;

@@ -43,6 +43,7 @@ typedef struct scen {
     int all_connect;            /* every rank connects to every other at once */
     rb_mode_t mode;
     int force_completion;
+    int super;                  /* superpipeline groups: C0 2 KiB, q 2, 1 KiB frames */
     int unsafe_in_order;        /* CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER */
     size_t inline_size;
     size_t stream;              /* bytes per direction per pair */
@@ -143,11 +144,17 @@ static void params_fill(const scen_t * sc, node_t * nd, rdma_xport_params_t * pr
     prm->rank = nd ? nd->rank : 0;
     prm->size = sc->nprocs;
     prm->job = "t_xport_verbs";
-    prm->ring.ring_size = RING;
-    prm->ring.chunk_size = 256;
-    prm->ring.max_frame = 8192;
-    prm->ring.credit_threshold = RING / 4;
-    prm->ring.mode = sc->mode;
+    prm->ring_rdma.ring_size = RING;
+    prm->ring_rdma.chunk_size = 256;
+    prm->ring_rdma.max_frame = 8192;
+    prm->ring_rdma.credit_threshold = RING / 4;
+    prm->ring_rdma.mode = sc->mode;
+    if (sc->super) {
+        prm->ring_rdma.max_frame = 1024;
+        prm->ring_rdma.sched_c0 = 2048;
+        prm->ring_rdma.sched_q = 2.0;
+        prm->ring_rdma.sched_max = RING / 4;
+    }
     prm->conn_of = cb_conn_of;
     prm->card_of = cb_card_of;
     prm->conn_ready = cb_conn_ready;
@@ -708,6 +715,8 @@ static const struct {
      {.force_completion = 1, .pingpong = 300}, NULL},
     {"basic", "2 ranks, basic mode (separate head/tail writes): streams + ping-pong",
      {.mode = RB_MODE_BASIC, .pingpong = 300}, NULL},
+    {"super", "2 ranks, superpipeline groups (one write-with-imm lands many frames): streams",
+     {.super = 1, .force_completion = 1, .pingpong = 300}, NULL},
     {"simultaneous", "2 ranks connect to each other at the same time: one QP pair, streams",
      {.all_connect = 1}, NULL},
     {"simultaneous", "3 ranks, all pairs connect at once (inline 4096 requested): streams",
