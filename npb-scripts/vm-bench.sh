@@ -3,9 +3,11 @@
 # vm-bench.sh -- ch3:rdma over verbs inside the Soft-RoCE VM next to the raw
 # device, in the same boot: perftest ib_write_lat, ib_write_bw and
 # ib_read_bw, then test/bench/mpi_bench (2 ranks, verbs forced) for each
-# large-message protocol, with reused and with first-touch buffers.  Prints
-# latency and bandwidth per size and the ratios to the raw device (MB =
-# 10^6 B; perftest's MB = 2^20 B are converted).
+# large-message path: eager (one frame per message, up to ring/2), fixed
+# (16 KiB frames), super (superpipeline), zcopy (RDMA-read rendezvous),
+# ping-pong and windowed, and super/zcopy again with first-touch buffers.
+# Prints bandwidth per size and the ratios to the raw device (MB = 10^6 B;
+# perftest's MB = 2^20 B are converted).
 #
 #   vm-bench.sh [--out DIR] [--sizes "65536 1048576 4194304"] [--reps R]
 #
@@ -14,14 +16,25 @@
 set -euo pipefail
 PROG=vm-bench
 . "$(dirname "$0")/common.sh"
-MODES="copy zcopy"
+C="MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy"
+MODES=("eager:$C MPIR_CVAR_CH3_RDMA_PIPELINE=fixed MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=262144"
+    "fixed:$C MPIR_CVAR_CH3_RDMA_PIPELINE=fixed" "super:$C MPIR_CVAR_CH3_RDMA_PIPELINE=super"
+    "zcopy:MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy")
 
-# perftest PROG SIZE FILE: one run of PROG against itself on rxe0.
+# perftest PROG SIZE ITERS FILE: one run of PROG against itself on rxe0.
+# The emulated guest may take seconds to start the server: the client
+# retries its connection while the server is up.
 perftest() {
+    local srv try
     "$1" -d rxe0 -x 1 -s "$2" -n "$3" > /dev/null 2>&1 &
-    sleep 1
-    "$1" -d rxe0 -x 1 -s "$2" -n "$3" 127.0.0.1 > "$4" 2>&1 || log "$1 -s $2 failed (see $4)"
-    wait
+    srv=$!
+    for try in $(seq 30); do
+        sleep 1
+        "$1" -d rxe0 -x 1 -s "$2" -n "$3" 127.0.0.1 > "$4" 2>&1 && break
+        kill -0 "$srv" 2> /dev/null || break
+    done
+    grep -q '^ *[0-9]' "$4" || log "$1 -s $2 failed after $try tries (see $4)"
+    wait "$srv" || true
 }
 
 # Inside the VM: every measurement into its own file under OUT.
@@ -33,12 +46,14 @@ guest() {
         perftest ib_write_bw "$s" 200 "$OUT/ib_write_bw.$s.txt"
         perftest ib_read_bw "$s" 200 "$OUT/ib_read_bw.$s.txt"
     done
-    for m in $MODES; do
+    for m in "${MODES[@]}"; do
         for ft in "" --first-touch; do
-            log "mpi_bench, LARGE_PROTOCOL=$m $ft"
-            env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL="$m" \
-                "$p/bin/mpiexec" -n 2 "$bin" --tests bw --min "$lo" --max "$hi" --reps "$REPS" \
-                $ft > "$OUT/$m${ft:+-first}.1.txt"
+            [[ -z $ft || ${m%%:*} == super || ${m%%:*} == zcopy ]] || continue
+            log "mpi_bench, ${m%%:*} $ft"
+            # shellcheck disable=SC2086
+            env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs ${m#*:} \
+                "$p/bin/mpiexec" -n 2 "$bin" --tests latency,bw --min "$lo" --max "$hi" \
+                --reps "$REPS" $ft > "$OUT/${m%%:*}${ft:+-first}.1.txt"
         done
     done
     env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs "$p/bin/mpiexec" -n 2 "$bin" --tests latency \
@@ -53,19 +68,23 @@ perftest_mb() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }'; }
 
 report() {
-    local s w r raw_lat lat fmt='%10s %9s %9s %9s %9s %9s %9s %8s %8s %8s\n'
+    local s w r m raw_lat lat v
     raw_lat=$(awk '$1 == 8 { print $5 }' "$OUT/ib_write_lat.txt")
     lat=$(value latency latency 8 3)
     echo "8-byte latency: ib_write_lat typical $raw_lat us, ch3:rdma $lat us ($(ratio "$lat" "$raw_lat")x)"
-    # shellcheck disable=SC2059
-    printf "$fmt" size raw_write raw_read copy copy_1st zcopy zcopy_1st zc/write zc/read 1st/write
+    echo "bandwidth, MB/s (ratio to ib_write_bw); bw = windowed, pp = ping-pong, 1st = first touch"
+    printf '%9s %9s %9s' size raw_write raw_read
+    for m in eager fixed super zcopy super-first zcopy-first; do printf ' %16s' "$m(bw)"; done
+    printf ' %16s %16s\n' "super(pp)" "zcopy(pp)"
     for s in $SIZES; do
         w=$(perftest_mb ib_write_bw "$s") r=$(perftest_mb ib_read_bw "$s")
-        # shellcheck disable=SC2059
-        printf "$fmt" "$s" "$w" "$r" "$(value copy bw "$s" 4)" "$(value copy-first bw "$s" 4)" \
-            "$(value zcopy bw "$s" 4)" "$(value zcopy-first bw "$s" 4)" \
-            "$(ratio "$(value zcopy bw "$s" 4)" "$w")" "$(ratio "$(value zcopy bw "$s" 4)" "$r")" \
-            "$(ratio "$(value zcopy-first bw "$s" 4)" "$w")"
+        printf '%9s %9s %9s' "$s" "$w" "$r"
+        for m in eager:bw fixed:bw super:bw zcopy:bw super-first:bw zcopy-first:bw super:latency \
+            zcopy:latency; do
+            v=$(value "${m%%:*}" "${m#*:}" "$s" 4)
+            printf ' %16s' "${v:--} ($(ratio "$v" "$w"))"
+        done
+        echo
     done
 }
 

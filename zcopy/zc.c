@@ -15,9 +15,14 @@ typedef struct zc_req {
     uint32_t id, pad;
 } zc_req_t;
 
-typedef struct zc_fin {
+typedef struct zc_fin {         /* FIN and PUSHED */
     uint32_t id, status;
 } zc_fin_t;
+
+typedef struct zc_push {
+    uint32_t id, pad;
+    uint64_t off, len, raddr;
+} zc_push_t;
 
 static size_t zc_min(size_t a, size_t b)
 {
@@ -74,7 +79,28 @@ void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void 
 
 int zc_busy(const zc_conn_t * z)
 {
-    return z->rx.active || z->rx.fin_due || z->tx.state != ZC_TX_IDLE;
+    return z->rx.active || z->rx.fin_due || z->rx.push_wait || z->tx.pushed_due
+        || z->tx.state != ZC_TX_IDLE;
+}
+
+/* Send the FIN or PUSHED that *due says is owed, if the ring has room. */
+static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, int *due)
+{
+    zc_fin_t m = { id, (uint32_t) status };
+    int sent = 0, rc;
+
+    if (!*due)
+        return RB_OK;
+    rc = rb_pipe_put_ctrl(z->pipe, type, &m, sizeof(m), &sent);
+    *due = !sent;
+    return rc;
+}
+
+static int zc_ctrl_flush(zc_conn_t * z)
+{
+    int rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, &z->tx.pushed_due);
+
+    return rc ? rc : zc_ctrl_send(z, ZC_FRAME_FIN, z->rx.fin_id, z->rx.fin_status, &z->rx.fin_due);
 }
 
 /* ------------------------------------------------------------ sender */
@@ -159,22 +185,10 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
     return RB_OK;
 }
 
-static int zc_fin_flush(zc_conn_t * z)
-{
-    zc_fin_t fin = { z->rx.fin_id, (uint32_t) z->rx.fin_status };
-    int sent = 0, rc;
-
-    if (!z->rx.fin_due)
-        return RB_OK;
-    rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_FIN, &fin, sizeof(fin), &sent);
-    z->rx.fin_due = !sent;
-    return rc;
-}
-
 int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     size_t got, run;
-    int i = 0, k, done, rc = zc_fin_flush(z);
+    int i = 0, k, done, rc = zc_ctrl_flush(z);
 
     *nbytes = 0;
     while (rc == RB_OK && i < n) {
@@ -216,6 +230,22 @@ static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
     return RB_OK;
 }
 
+/* PUSH for our REQ: write the asked part into the receiver's memory
+ * (split copy), then answer PUSHED. */
+static int zc_tx_push(zc_conn_t * z, const zc_push_t * m)
+{
+    if (z->tx.state != ZC_TX_WAIT || m->id != z->tx.id || m->off > z->tx.len
+        || m->len > z->tx.len - m->off)
+        return RB_ERR_PROTO;
+    z->tx.pushed_status = ZC_FIN_REFUSED;
+    if (z->ops->push && !z->ops->push(z->ctx, (const char *) z->tx.addr + m->off, m->len, m->raddr)) {
+        z->tx.pushed_status = ZC_FIN_OK;
+        z->stats.pushed_bytes += m->len;
+    }
+    z->tx.pushed_due = 1;
+    return zc_ctrl_flush(z);
+}
+
 /* ---------------------------------------------------------- receiver */
 
 void zc_pulled(zc_conn_t * z, size_t bytes)
@@ -235,20 +265,62 @@ static int zc_rx_finish(zc_conn_t * z, int status)
     } else {
         z->stats.refused_tx++;
     }
-    return zc_fin_flush(z);
+    return zc_ctrl_flush(z);
 }
 
 static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
 {
-    if (z->rx.fin_due || req->len == 0)
-        return RB_ERR_PROTO;    /* the peer sent a REQ before our FIN */
+    if (z->rx.fin_due || z->rx.push_wait || req->len == 0)
+        return RB_ERR_PROTO;    /* the peer sent a REQ before our FIN or PUSHED */
     memset(&z->rx, 0, sizeof(z->rx));
     z->rx.raddr = req->addr;
     z->rx.key = req->key;
     z->rx.len = req->len;
     z->rx.id = req->id;
+    z->rx.pull_end = req->len;
     z->rx.active = 1;
     return z->ops ? RB_OK : zc_rx_finish(z, ZC_FIN_REFUSED);
+}
+
+/* Before the first pull of a large REQ whose destination is one range
+ * (dst, the caller's iov from the REQ's first byte): ask the sender to
+ * push the second half, and pull only the first. */
+static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
+{
+    size_t h = z->rx.len / 2 & ~(size_t) 4095;
+    zc_push_t m = { z->rx.id, 0, h, z->rx.len - h, (uintptr_t) dst->iov_base + h };
+    int sent = 0, rc;
+
+    if (!z->cfg.split_min || z->rx.len < z->cfg.split_min || !z->ops->push || !h
+        || dst->iov_len < z->rx.len)
+        return RB_OK;
+    rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_PUSH, &m, sizeof(m), &sent);
+    if (rc == RB_OK && sent) {
+        z->rx.pull_end = z->rx.split_at = h;
+        z->rx.push_wait = 1;
+        z->stats.split_msgs++;
+    }
+    return rc;
+}
+
+/* PUSHED for the REQ we serve: ok -> the second half is in (it counts as
+ * done once the pulls of the first half are); refused -> pull it.  It may
+ * come after we refused the REQ (our pull was refused after the PUSH). */
+static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
+{
+    size_t rest = z->rx.len - z->rx.pull_end;
+
+    if (!z->rx.push_wait || m->id != z->rx.id || m->status > ZC_FIN_REFUSED)
+        return RB_ERR_PROTO;
+    z->rx.push_wait = 0;
+    if (!z->rx.active)
+        return RB_OK;           /* we refused the REQ meanwhile (no CMA) */
+    z->rx.pull_end = z->rx.len;
+    if (m->status == ZC_FIN_OK) {
+        z->rx.posted += rest;
+        z->rx.pushed = rest;
+    }
+    return RB_OK;
 }
 
 /* Hand completed bytes to the caller (*got), finish, or pull more into
@@ -259,12 +331,18 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
     size_t avail = zc_iov_total(iov, n), busy, want, posted = 0;
     int m, rc;
 
+    if (z->rx.pushed && z->rx.done == z->rx.split_at) {
+        z->rx.done += z->rx.pushed;     /* done stays a prefix */
+        z->rx.pushed = 0;
+    }
     *got = zc_min(z->rx.done - z->rx.returned, avail);
     z->rx.returned += *got;
     if (z->rx.returned == z->rx.len)
         return zc_rx_finish(z, ZC_FIN_OK);
+    if (z->rx.posted == 0 && n > 0 && (rc = zc_rx_split(z, iov)) != RB_OK)
+        return rc;
     busy = *got + (z->rx.posted - z->rx.returned);
-    want = avail > busy ? zc_min(z->rx.len - z->rx.posted, avail - busy) : 0;
+    want = avail > busy ? zc_min(z->rx.pull_end - z->rx.posted, avail - busy) : 0;
     if (want == 0)
         return RB_OK;
     m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
@@ -293,11 +371,16 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
         memcpy(&req, buf, sizeof(req));
         rc = rb_pipe_consume(z->pipe, len);
         rc = rc == RB_OK ? zc_rx_start(z, &req) : rc;
-    } else if (type == ZC_FRAME_FIN && len == sizeof(zc_fin_t)) {
+    } else if ((type == ZC_FRAME_FIN || type == ZC_FRAME_PUSHED) && len == sizeof(zc_fin_t)) {
         zc_fin_t fin;
         memcpy(&fin, buf, sizeof(fin));
         rc = rb_pipe_consume(z->pipe, len);
-        rc = rc == RB_OK ? zc_tx_fin(z, &fin) : rc;
+        rc = rc ? rc : type == ZC_FRAME_FIN ? zc_tx_fin(z, &fin) : zc_rx_pushed(z, &fin);
+    } else if (type == ZC_FRAME_PUSH && len == sizeof(zc_push_t)) {
+        zc_push_t push;
+        memcpy(&push, buf, sizeof(push));
+        rc = rb_pipe_consume(z->pipe, len);
+        rc = rc == RB_OK ? zc_tx_push(z, &push) : rc;
     } else {
         return RB_ERR_PROTO;
     }
@@ -309,16 +392,20 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
 {
     struct iovec view[ZC_IOV_MAX];
     size_t got, done0;
-    int m, taken, rc = zc_fin_flush(z);
+    int m, taken, rc = zc_ctrl_flush(z);
 
     while (rc == RB_OK) {
         m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);
         if (z->rx.active) {
             done0 = z->rx.done;
+            taken = 0;
             rc = zc_rx_serve(z, view, m, &got);
             *nbytes += got;
-            if (z->rx.active && got == 0 && z->rx.done == done0)
-                break;          /* pulls in flight or iov full */
+            /* only control frames can follow the REQ: PUSHED, or ours */
+            if (rc == RB_OK && z->rx.push_wait)
+                rc = zc_ctrl_take(z, &taken);
+            if (z->rx.active && got == 0 && z->rx.done == done0 && !taken)
+                break;          /* pulls or the push in flight, or iov full */
             continue;
         }
         got = 0;

@@ -24,6 +24,15 @@
  * ring is full) and the REQ frame is consumed.  FIN frames answering our
  * own REQs are consumed wherever they appear in the stream.
  *
+ * Split copy (transports with push, i.e. shm/CMA; cfg.split_min > 0).  A
+ * REQ of at least split_min bytes whose destination is one contiguous
+ * range is copied by both ends at once: the receiver sends PUSH {id, off,
+ * len, raddr} asking the sender to write the second half into its memory
+ * (ops->push), and pulls the first half itself meanwhile; the sender
+ * answers PUSHED {id, status}.  Both cores copy half the bytes: where one
+ * core's copy is bound by memory traffic, that is up to twice the
+ * bandwidth.  A refused push is pulled by the receiver after all.
+ *
  * One rendezvous per direction at a time: the stream is ordered, so nothing
  * after the entry could be accepted before it anyway.
  *
@@ -45,7 +54,10 @@
 #include <sys/uio.h>
 #include "rb_pipe.h"
 
-enum { ZC_FRAME_REQ = RB_FRAME_CTRL, ZC_FRAME_FIN = RB_FRAME_CTRL + 1 };
+enum {
+    ZC_FRAME_REQ = RB_FRAME_CTRL, ZC_FRAME_FIN = RB_FRAME_CTRL + 1,
+    ZC_FRAME_PUSH = RB_FRAME_CTRL + 2, ZC_FRAME_PUSHED = RB_FRAME_CTRL + 3
+};
 
 typedef enum { ZC_MODE_COPY = 0, ZC_MODE_ZCOPY = 1, ZC_MODE_AUTO = 2 } zc_mode_t;
 
@@ -68,11 +80,16 @@ typedef struct zc_ops {
      * cannot pull from that peer; ZC_PULL_FAILED: the connection broke. */
     int (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
                 size_t len, size_t *posted);
+    /* Split copy (NULL: not supported): write len bytes at src into the
+     * peer's raddr, synchronously.  Non-zero: refused (nothing assumed
+     * written; the receiver pulls them). */
+    int (*push)(void *ctx, const void *src, size_t len, uint64_t raddr);
 } zc_ops_t;
 
 typedef struct zc_config {
     size_t threshold;           /* entries >= threshold are candidates */
     zc_mode_t mode;
+    size_t split_min;           /* split copy from this size; 0: never */
 } zc_config_t;
 
 typedef struct zc_stats {
@@ -81,6 +98,7 @@ typedef struct zc_stats {
     uint64_t hits, misses;              /* exposures served by the cache or not */
     uint64_t refused_tx, refused_rx;    /* FIN refused sent / received */
     uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver */
+    uint64_t split_msgs, pushed_bytes;  /* receiver: split REQs; sender: bytes pushed */
     uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];
 } zc_stats_t;
 
@@ -95,12 +113,15 @@ typedef struct zc_conn {
         void *handle;
         uint32_t id;
         int state;              /* ZC_TX_* (zc.c) */
+        int pushed_due, pushed_status;  /* PUSHED still to send */
     } tx;
     struct {
         uint64_t raddr, key;
         size_t len, posted, done, returned;
+        size_t pull_end;        /* pulls stop here; the rest is pushed */
+        size_t split_at, pushed;        /* pushed bytes count once pulls reach split_at */
         uint32_t id, fin_id;
-        int active, fin_due, fin_status;
+        int active, fin_due, fin_status, push_wait;
     } rx;
     const char *copy_end;       /* end of the entry the ring is copying */
     int refused;                /* the peer cannot pull: copy from now on */

@@ -249,6 +249,20 @@ cvars:
         Bytes from which a contiguous message part takes the zero-copy
         rendezvous (unless LARGE_PROTOCOL=copy); 1024..1073741824.
 
+    - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
+      category    : CH3_RDMA
+      type        : int
+      default     : 131072
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Shared memory, zero-copy parts of at least this many bytes whose
+        receive buffer is contiguous are copied by both ranks at once: the
+        receiver pulls the first half (process_vm_readv) while the sender
+        pushes the second (process_vm_writev).  0: the receiver copies
+        alone; else 65536..1073741824.
+
     - name        : MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB
       category    : CH3_RDMA
       type        : int
@@ -446,7 +460,12 @@ static int rdma_zc_config_get(zc_config_t * zc)
                MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD <= 1073741824,
                "MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=%d: allowed 1024..1073741824",
                MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD);
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_CMA_SPLIT == 0 || (MPIR_CVAR_CH3_RDMA_CMA_SPLIT >= 65536 &&
+                                                      MPIR_CVAR_CH3_RDMA_CMA_SPLIT <= 1073741824),
+               "MPIR_CVAR_CH3_RDMA_CMA_SPLIT=%d: allowed 0 or 65536..1073741824",
+               MPIR_CVAR_CH3_RDMA_CMA_SPLIT);
     zc->threshold = MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD;
+    zc->split_min = (size_t) MPIR_CVAR_CH3_RDMA_CMA_SPLIT;
     zc->mode = !strcmp(p, "copy") ? ZC_MODE_COPY : !strcmp(p, "zcopy") ? ZC_MODE_ZCOPY
         : ZC_MODE_AUTO;
   fn_exit:
@@ -636,13 +655,15 @@ static void rdma_zc_report(const rdma_conn_t * c)
         return;
     n = snprintf(line, sizeof(line), "[ch3:rdma] rank %d -> %d: zero-copy %llu (%llu B, "
                  "cache hits %llu/%llu), copy %llu (%llu B), pulled %llu (%llu B), refused "
-                 "%llu/%llu; ring frames %llu in %llu writes; by size 2^k zcopy/copy:",
+                 "%llu/%llu, split %llu (pushed %llu B); ring frames %llu in %llu writes; by size 2^k "
+                 "zcopy/copy:",
                  MPIR_Process.rank, c->peer,
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
                  (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
                  (unsigned long long) st->pulled_msgs, (unsigned long long) st->pulled_bytes,
                  (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx,
+                 (unsigned long long) st->split_msgs, (unsigned long long) st->pushed_bytes,
                  (unsigned long long) c->pipe.stats.frames_tx,
                  (unsigned long long) c->pipe.stats.writes_tx);
     for (k = 0; k < ZC_LOG2_MAX && n < sizeof(line); k++)

@@ -213,7 +213,29 @@ static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t rad
     return ZC_PULL_FAILED;
 }
 
-static const zc_ops_t rdma_shm_zc_ops = { rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull };
+/* Split copy: write our part straight into the receiver's buffer with
+ * process_vm_writev while it pulls the other part.  Any failure: refused,
+ * and the receiver pulls this part too. */
+static int rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
+{
+    rdma_conn_t *c = ctx;
+    size_t done = 0;
+
+    while (done < len) {
+        struct iovec l = { (char *) src + done, len - done };
+        struct iovec r = { (void *) (uintptr_t) (raddr + done), len - done };
+        ssize_t k = process_vm_writev(((shm_peer_t *) c->priv)->pid, &l, 1, &r, 1, 0);
+
+        if (k <= 0)
+            return -1;
+        done += (size_t) k;
+    }
+    return 0;
+}
+
+static const zc_ops_t rdma_shm_zc_ops = {
+    rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull, rdma_shm_push
+};
 
 /* Yama scope 1 (only ancestors may attach) would forbid CMA between
  * sibling ranks; elsewhere leave the ptracer setting alone. */

@@ -1205,8 +1205,9 @@ static void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
     zc_pulled(&vc->c->zc, vc->reads[t].len);
 }
 
+/* No split copy: both halves would cross the same link. */
 static const zc_ops_t rdma_verbs_zc_ops = {
-    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull
+    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull, NULL
 };
 
 static int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)

@@ -3,7 +3,7 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 13
+plan 14
 mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX [OTHER=VALUE...]
@@ -17,6 +17,7 @@ bad MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=1000000 'MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
     MPIR_CVAR_CH3_RDMA_PIPELINE=fixed
 bad MPIR_CVAR_CH3_RDMA_PIPELINE=fast 'MPIR_CVAR_CH3_RDMA_PIPELINE=fast: allowed auto, super or fixed'
 bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0.5 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0\.5: allowed 1\.\.16'
+bad MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100 'MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100: allowed 0 or 65536\.\.1073741824'
 bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100: allowed 1024\.\.67108864'
 bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'

@@ -4,12 +4,16 @@
 # in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 11
+plan 12
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
-expect_output 0 'rank 0 -> 1: zero-copy [1-9].*refused 0/0' "zcopy (CMA), 2 ranks, 0..64 MiB" -- \
+expect_output 0 'rank 0 -> 1: zero-copy [1-9].*refused 0/0, split [0-9]+ \(pushed [1-9]' \
+    "zcopy (CMA), 2 ranks, 0..64 MiB; the sender pushes half of the large parts" -- \
     env $V $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
+expect_output 0 'rank 0 -> 1: zero-copy [1-9].*split 0 \(pushed 0 B' \
+    "zcopy (CMA) with split copy off: the receiver copies alone" -- \
+    env $V $L=zcopy MPIR_CVAR_CH3_RDMA_CMA_SPLIT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_large" 8
 expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "copy path only, 2 ranks" -- \
     env $V $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
 expect_output 0 'rank 0 -> 1: zero-copy [1-9]' "auto, 3 ranks (oversubscribed)" -- \

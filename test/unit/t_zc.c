@@ -15,7 +15,7 @@
 
 typedef struct fake {
     zc_conn_t z;
-    int async, refuse, expose_fail, hit;
+    int async, refuse, expose_fail, hit, push_refuse;
     size_t pull_max;            /* bytes per pull call (0: all) */
     struct {
         void *dst;
@@ -23,7 +23,7 @@ typedef struct fake {
         size_t len;
     } q[PULLQ];
     unsigned qh, qt;
-    unsigned exposed, unexposed, pulls;
+    unsigned exposed, unexposed, pulls, pushes;
 } fake_t;
 
 static fake_t FA, FB;
@@ -82,7 +82,19 @@ static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uin
     return ZC_PULL_OK;
 }
 
-static const zc_ops_t f_ops = { f_expose, f_unexpose, f_pull };
+/* Split copy: write straight into the peer's memory (same process). */
+static int f_push(void *ctx, const void *src, size_t len, uint64_t raddr)
+{
+    fake_t *f = ctx;
+
+    if (f->push_refuse)
+        return -1;
+    f->pushes++;
+    memcpy((void *) (uintptr_t) raddr, src, len);
+    return 0;
+}
+
+static const zc_ops_t f_ops = { f_expose, f_unexpose, f_pull, f_push };
 
 /* Complete the oldest queued pull, like a read completion. */
 static int f_complete(fake_t * f)
@@ -94,10 +106,12 @@ static int f_complete(fake_t * f)
     return 1;
 }
 
+static size_t split_min;       /* zc_config_t.split_min for setup() */
+
 static int setup(size_t ring, size_t threshold, zc_mode_t mode)
 {
     rb_config_t rc = t_cfg(ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK);
-    zc_config_t zc = { threshold, mode };
+    zc_config_t zc = { threshold, mode, split_min };
 
     if (pair_init(&rc))
         return -1;
@@ -413,6 +427,31 @@ static void test_sink(void)
        "100000 B pulled through a 1000 B scratch buffer");
 }
 
+/* Split copy: the sender pushes the second half while the receiver pulls
+ * the first; refused pushes are pulled; small REQs are not split. */
+static void test_split(void)
+{
+    split_min = 65536;
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    ok(xfer_run(&FA, &FB, 1 << 20, NULL), "split copy: 1 MiB intact");
+    ok(FB.z.stats.split_msgs == 1 && FA.z.stats.pushed_bytes == 1 << 19 && FA.pushes == 1,
+       "split copy: the sender pushed the second half (%llu B)",
+       (unsigned long long) FA.z.stats.pushed_bytes);
+    ok(xfer_run(&FA, &FB, 65535, NULL) && FB.z.stats.split_msgs == 1,
+       "below split_min: pulled whole");
+    FA.push_refuse = 1;
+    ok(xfer_run(&FA, &FB, 200000, NULL) && FB.z.stats.split_msgs == 2
+       && FA.z.stats.pushed_bytes == 1 << 19, "push refused: the receiver pulls that half too");
+    FB.async = 1;
+    FA.push_refuse = 0;
+    ok(xfer_run(&FA, &FB, 300000, NULL), "split copy with pieces completing later: intact");
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.refuse = 1;
+    ok(xfer_run(&FA, &FB, 300000, NULL) && FB.z.stats.split_msgs == 1
+       && FA.z.stats.refused_rx == 1, "pull refused after the PUSH: ring fallback, late PUSHED dropped");
+    split_min = 0;
+}
+
 static void test_proto(void)
 {
     uint32_t fin[2] = { 77, 0 };
@@ -425,6 +464,9 @@ static void test_proto(void)
     setup(16384, 4096, ZC_MODE_ZCOPY);
     rb_pipe_put_ctrl(&B.p, 9, fin, sizeof(fin), &sent);
     is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "unknown control frame is an error");
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    rb_pipe_put_ctrl(&B.p, ZC_FRAME_PUSHED, fin, sizeof(fin), &sent);
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "PUSHED without a split is an error");
 }
 
 int main(void)
@@ -438,6 +480,7 @@ int main(void)
     test_crossing();
     test_random_stream();
     test_sink();
+    test_split();
     test_proto();
     return done_testing();
 }
