@@ -4,7 +4,7 @@
 # in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 12
+plan 14
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -28,6 +28,16 @@ expect_output 0 '^ok 6 ' "copy path, superpipeline q = 2, 1 KiB blocks, basic pi
     env $L=copy MPIR_CVAR_CH3_RDMA_PIPELINE=super MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=2 \
     MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK=1000 \
     MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8
+# > 2 GiB in one message (count of a 1 MiB type), both ranks' buffers resident
+if [ "$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)" -ge 6 ]; then
+    expect_output 0 '^ok 7 ' "2 GiB + 1 MiB message, zero-copy (split copy), verified" -- \
+        env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_large" 1 huge
+    expect_output 0 '^ok 7 ' "2 GiB + 1 MiB message through the ring, verified" -- \
+        env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large" 1 huge
+else
+    ok 0 "# SKIP 2 GiB messages: less than 6 GiB of memory available"
+    ok 0 "# SKIP 2 GiB messages: less than 6 GiB of memory available"
+fi
 expect_output 0 '^ok 6 ' "zcopy from 1 KiB (threshold at its minimum), tiny ring" -- \
     env $L=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024 MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 \
     MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 \

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 9
+plan 10
 V=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
 expect_output 0 '^1\.\.6' "verbs forced, 2 ranks, flag polling or write-imm (auto)" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
@@ -19,8 +19,11 @@ expect_output 0 'verbs: rcache on: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
-expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "verbs forced, copy path only" -- \
+expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "verbs forced, copy path only (superpipeline)" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
+expect_output 0 '^ok 6 ' "verbs forced, copy path, fixed 16 KiB frames" -- \
+    env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_PIPELINE=fixed \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
 expect_output 0 '^ok 6 ' "large messages across 2 nodes x 2 ranks (auto)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_large" 2
