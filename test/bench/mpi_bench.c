@@ -1,13 +1,18 @@
 /* mpi_bench.c -- point-to-point micro-benchmarks between two MPI ranks.
  *
  *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
- *       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate] [--first-touch]
+ *       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]
+ *       [--spectrum N] [--first-touch]
  *
  * Tests (rank 0 <-> rank 1):
  *   latency  ping-pong; time per message is half a round trip
  *   bw       rank 0 posts W MPI_Isend, rank 1 W MPI_Irecv, then a 0-byte ack
  *   bibw     both ranks post W MPI_Irecv and W MPI_Isend at once
  *   msgrate  rank 0 sends W blocking MPI_Send, rank 1 W MPI_Recv, then an ack
+ *   spectrum buffer-reuse spectrum (seed 001): ping-pong over N buffers, each
+ *            on its own pages, buffer i used i times (round k uses buffers
+ *            k..N); N = --spectrum (100), fewer where one pass would move
+ *            more than 1 GiB.  Only on request; ignores --first-touch.
  * Each measurement runs warm-up iterations (not timed) then iterations
  * scaled with the size; it is repeated R times and the median is printed.
  * With --first-touch every iteration uses freshly malloc'ed buffers,
@@ -40,9 +45,9 @@ struct test {
 
 static struct {
     size_t min, max;
-    int pct5, reps, window, first_touch;
+    int pct5, reps, window, first_touch, spectrum;
     unsigned tests;    /* bit i: tests[i] selected */
-} opt = {1, 64UL << 20, 0, 5, 64, 0, ~0U};
+} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0xfU};
 
 static int rank;
 static MPI_Request *reqs;
@@ -118,11 +123,52 @@ static void k_msgrate(char *s, char *r, size_t n, int w)
     ack(1);
 }
 
+/* The spectrum's buffers: pool[2i] to send, pool[2i+1] to receive. */
+static char **pool;
+static int pool_n;
+
+static void k_spectrum(char *s, char *r, size_t n, int w)
+{
+    (void)s, (void)r, (void)w;
+    for (int k = 0; k < pool_n; k++)
+        for (int i = k; i < pool_n; i++)
+            k_latency(pool[2 * i], pool[2 * i + 1], n, 1);
+}
+
+/* Allocate the pool for size n (separate pages, touched); returns the
+ * ping-pongs of one pass, N(N+1)/2. */
+static int spectrum_setup(size_t n)
+{
+    int N = opt.spectrum;
+    while (N > 2 && (size_t)N * (N + 1) / 2 * n > (1UL << 30))
+        N--;
+    pool = calloc(2 * (size_t)N, sizeof *pool);
+    if (!pool)
+        die("out of memory");
+    for (int i = 0; i < 2 * N; i++) {
+        if (posix_memalign((void **)&pool[i], 4096, n))
+            die("out of memory");
+        memset(pool[i], i & 1 ? 0 : 'a', n);
+    }
+    pool_n = N;
+    return N * (N + 1) / 2;
+}
+
+static void spectrum_free(void)
+{
+    for (int i = 0; i < 2 * pool_n; i++)
+        free(pool[i]);
+    free(pool);
+    pool = NULL;
+    pool_n = 0;
+}
+
 static const struct test tests[] = {
     {"latency", k_latency, 0, 2},
     {"bw", k_bw, 1, 1},
     {"bibw", k_bibw, 1, 2},
     {"msgrate", k_msgrate, 1, 1},
+    {"spectrum", k_spectrum, 0, 2},
 };
 #define NTESTS (int)(sizeof tests / sizeof *tests)
 
@@ -164,7 +210,7 @@ static unsigned parse_tests(const char *list)
         while (i < NTESTS && (strlen(tests[i].name) != len || strncmp(p, tests[i].name, len)))
             i++;
         if (i == NTESTS)
-            die_all("--tests: a comma-separated list of latency, bw, bibw, msgrate");
+            die_all("--tests: a comma-separated list of latency, bw, bibw, msgrate, spectrum");
         mask |= 1U << i;
         p += len;
     }
@@ -175,7 +221,8 @@ static void usage(int status)
 {
     if (rank == 0)
         fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
-              "       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate] [--first-touch]\n",
+              "       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]\n"
+              "       [--spectrum N] [--first-touch]\n",
               status ? stderr : stdout);
     MPI_Finalize();
     exit(status);
@@ -199,6 +246,8 @@ static void parse_args(int argc, char **argv)
             opt.reps = parse_int(v, 1), i++;
         else if (!strcmp(a, "--window"))
             opt.window = parse_int(v, 1), i++;
+        else if (!strcmp(a, "--spectrum"))
+            opt.spectrum = parse_int(v, 2), i++;
         else if (!strcmp(a, "--steps") && (!strcmp(v, "pow2") || !strcmp(v, "5pct")))
             opt.pct5 = !strcmp(v, "5pct"), i++;
         else if (!strcmp(a, "--tests"))
@@ -272,6 +321,8 @@ static void measure(const struct test *t, size_t n, double *times)
     if (t->windowed) {
         size_t fit = WINDOW_CAP / n;
         w = fit < 1 ? 1 : fit < (size_t)opt.window ? (int)fit : opt.window;
+    } else if (t->kernel == k_spectrum) {
+        w = spectrum_setup(n);  /* ping-pongs per pass */
     }
     size_t msgs = (size_t)w * t->msgs, by_bytes = TARGET_BYTES / (msgs * n);
     size_t by_msgs = MAX_MSGS / msgs, iters = by_bytes < by_msgs ? by_bytes : by_msgs;
@@ -288,6 +339,7 @@ static void measure(const struct test *t, size_t n, double *times)
         times[k] = one_rep(t, n, w, warm, (int)iters, s, r);
     free(s);
     free(r);
+    spectrum_free();
     if (rank == 0) {
         qsort(times, opt.reps, sizeof *times, cmp_double);
         double med = opt.reps % 2 ? times[opt.reps / 2]
@@ -309,6 +361,9 @@ static void print_header(void)
     printf("# mpi_bench: reps %d (median), window %d (at most %lu MiB per window), "
            "steps %s, buffers %s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
            opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused");
+    if (opt.tests & 1U << (NTESTS - 1))
+        printf("# spectrum: up to %d buffers on separate pages, buffer i used i times\n",
+               opt.spectrum);
     printf("# median_us: time per message (latency: half a round trip); "
            "median_MBps: bytes moved per second, MB = 10^6 B\n");
     printf("# test size_bytes median_us median_MBps\n");

@@ -2,12 +2,12 @@
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
 # reused and first-touch buffers, 5% steps; bad options fail.
 . "$(dirname "$0")/../lib.sh"
-plan 5
+plan 6
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/test/bench/mpi_bench.c" ||
     { echo "Bail out! cannot compile mpi_bench"; exit 1; }
-row='^(latency|bw|bibw|msgrate) +[0-9]+ +[0-9.]+ +[0-9.]+$'
+row='^(latency|bw|bibw|msgrate|spectrum) +[0-9]+ +[0-9.]+ +[0-9.]+$'
 run=("$P/bin/mpiexec" -n 2 "$W/mpi_bench" --reps 1)
 # all four tests, 1 B .. 4 MiB: 23 sizes each
 n=$(timeout 600 "${run[@]}" --max 4M | grep -Ec "$row")
@@ -15,5 +15,7 @@ n=$(timeout 600 "${run[@]}" --max 4M | grep -Ec "$row")
 expect_output 0 '^# test size_bytes median_us median_MBps' "header line" -- "${run[@]}" --max 1K --tests latency
 expect_output 0 'bw +67108864 ' "first-touch buffers up to 64 MiB" -- "${run[@]}" --first-touch --min 16M --tests bw,bibw
 expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 1000 --max 1200 --tests msgrate
+n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
+[ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
 done_testing
