@@ -323,7 +323,7 @@ int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *
     return rc;
   full:
     p->stats.full_stalls++;
-    return RB_OK;
+    return rb_tx_flush(p);      /* a PAD frame may be pending */
 }
 
 size_t rb_pipe_tx_space(const rb_pipe_t * p)
