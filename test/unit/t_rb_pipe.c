@@ -710,6 +710,7 @@ static void t_superpipe_flushed(void)
 
     c.max_frame = 2048;
     pair_init(&c);
+    memset(buf, 0x5a, sizeof(buf));
     for (i = 0; i < 3000; i++) {
         struct iovec in = { buf, rnd_in(0, sizeof(buf)) }, o = { out, rnd_in(0, sizeof(out)) };
 
