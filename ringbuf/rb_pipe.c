@@ -210,10 +210,7 @@ static int rb_tx_flush(rb_pipe_t * p)
         rc = RB_ERR_XPORT;
     p->stats.writes_tx++;
     p->tx.wr_frames = 0;
-    if (p->tx.wr_target * c->sched_q < (double) c->sched_max)
-        p->tx.wr_target *= c->sched_q;
-    else
-        p->tx.wr_target = (double) c->sched_max;
+    p->tx.wr_target = rb_sched_chunk(c->sched_c0, c->sched_q, c->sched_max, ++p->tx.wr_group);
     return rc;
 }
 
@@ -287,8 +284,10 @@ int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
         rc = rb_tx_flush(p);
     if (total && !done && rc == RB_OK)
         p->stats.full_stalls++;
-    if (done == total)
-        p->tx.wr_target = (double) p->cfg.sched_c0;     /* the message is complete */
+    if (done == total) {        /* the message is complete: back to C0 */
+        p->tx.wr_group = 0;
+        p->tx.wr_target = (double) p->cfg.sched_c0;
+    }
     *nbytes = done;
     return rc;
 }

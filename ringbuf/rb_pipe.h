@@ -136,7 +136,8 @@ typedef struct rb_pipe {
         uint32_t seq;
         size_t wr_off, wr_len;  /* frames built, not yet written */
         unsigned wr_frames;
-        double wr_target;       /* bytes that close the current group */
+        unsigned wr_group;      /* index i of the current group */
+        double wr_target;       /* bytes that close it: rb_sched_chunk(i) */
     } tx;
     struct {
         volatile uint8_t *ring;
