@@ -5,13 +5,17 @@
 #
 #   main-job.sh [--classes "A"] [--np "4 2"] [--builds "rdma sock nemesis"]
 #               [--with-debian-peers] [--reps 3] [--benchmarks "bt cg ..."]
-#               [--timeout SEC] [--out DIR] [--wait-builds] [--vm]
+#               [--timeout SEC] [--out DIR] [--wait-builds]
+#               [--vm [--nodes 2]]   (then --classes "S W" --np 4 by default)
 #
 # --builds takes build specs LABEL[:VAR=VAL...] (e.g. rdma-basic:VAR=VAL runs
 # the rdma build with VAR=VAL).  np=2 is the one-rank-per-core comparison on
 # a 2-core machine; np=4 oversubscribes.  The MPICH builds are made with the
 # repository's top-level build, unless --wait-builds: then wait for builds
 # someone else is making.  Results: --out (default results/<date>-<host>/).
+# --vm runs the benchmarks in the Soft-RoCE test bed (test/softroce/run-vm)
+# on --nodes host names, ranks round-robin over them, ch3:rdma forced onto
+# verbs for every peer; --hosts H1,H2 is how the guest side is told.
 set -euo pipefail
 PROG=main-job
 . "$(dirname "$0")/common.sh"
@@ -48,6 +52,51 @@ ensure_mpich() {
     fi
 }
 
+# NPB binaries of one build (a no-op when they are up to date).
+npb_build() {
+    # shellcheck disable=SC2086
+    "$NPB" build --prefix "$(prefix_of "$1" wait)" --name "$1" --classes "$CLASSES" \
+        ${BENCHMARKS:+--benchmarks "$BENCHMARKS"}
+}
+
+# In the test bed ch3:rdma talks verbs to every peer, unless the spec says.
+vm_spec() {
+    if [ "$(spec_build "$1")" = rdma ] && [[ $1 != *MPIR_CVAR_CH3_RDMA_TRANSPORT=* ]]; then
+        echo "$1:MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs"
+    else echo "$1"; fi
+}
+
+# --vm: build everything here, then run this job in the test bed (guest side
+# --wait-builds --hosts).  Debian's MPIs are left out: they launch differently.
+run_in_vm() {
+    local specs="" spec base
+    for spec in $BUILDS; do
+        base=$(spec_build "$spec")
+        if [[ " $DEBIAN_PEERS " == *" $base "* ]]; then log "$spec: Debian's MPIs are not run in the VM"; continue; fi
+        specs="$specs $(vm_spec "$spec")"
+    done
+    [ -n "$specs" ] || die "--vm: no ch3 build to run"
+    ensure_deps
+    bash "$TOP/build-aux/install-deps.sh" vm || die "missing Debian packages (see above)"
+    # shellcheck disable=SC2086
+    [ -n "$WAIT_BUILDS" ] || ensure_mpich $BASES
+    for base in $BASES; do [[ " $DEBIAN_PEERS " == *" $base "* ]] || npb_build "$base" || die "NPB does not build for $base"; done
+    log "running in the Soft-RoCE test bed, $NODES nodes (ranks round-robin, ch3:rdma on verbs)"
+    # shellcheck disable=SC2016  # $CH3RDMA_NODES is the guest's
+    exec "$TOP/test/softroce/run-vm" --nodes "$NODES" --mem 4096 --timeout 86400 --rw "$OUT" -- \
+        bash -c 'exec "$0" "$@" --hosts "$CH3RDMA_NODES"' "$TOP/npb-scripts/main-job.sh" --wait-builds --classes "$CLASSES" \
+        --np "$NP" --builds "${specs# }" --reps "$REPS" --timeout "$TIMEOUT" --out "$OUT" \
+        ${BENCHMARKS:+--benchmarks "$BENCHMARKS"}
+}
+
+# --hosts (guest side of --vm): Hydra places the ranks round-robin over them.
+use_hosts() {
+    tr ',' '\n' <<< "$HOSTS" > "$OUT/hosts"
+    export HYDRA_HOST_FILE=$OUT/hosts
+    echo "Run in the Soft-RoCE test bed ($(uname -r), rxe0): ranks round-robin over hosts $HOSTS" \
+        "(UTS namespaces of one VM); ch3:nemesis and ch3:sock use TCP between hosts." > "$OUT/context.txt"
+}
+
 # The first spec whose build is installed, else the first one (whose build
 # prefix_of then waits for): runs start as soon as any build is there.
 next_ready() {
@@ -57,12 +106,13 @@ next_ready() {
 }
 
 main() {
-    local spec base p failed="" bases="" built="" pending b r
-    CLASSES=A NP="4 2" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200
-    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" HELP=""
-    parse_options "classes np builds reps benchmarks timeout out" "with-debian-peers wait-builds vm help" "$@"
+    local spec base p failed="" built="" pending b r
+    CLASSES="" NP="" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200 NODES=2 HOSTS=""
+    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" HELP="" BASES=""
+    parse_options "classes np builds reps benchmarks timeout out nodes hosts" "with-debian-peers wait-builds vm help" "$@"
     [ -z "$HELP" ] || usage
-    [ -z "$VM" ] || { echo "main-job: --vm: not yet" >&2; exit 2; }
+    if [ -n "$VM" ]; then CLASSES=${CLASSES:-S W} NP=${NP:-4}; else CLASSES=${CLASSES:-A} NP=${NP:-4 2}; fi
+    [[ $NODES =~ ^[1-9][0-9]*$ ]] || die "--nodes takes a positive integer, not '$NODES'"
     if [ -n "$WITH_DEBIAN_PEERS" ]; then
         for b in $DEBIAN_PEERS; do
             if peer_installed "$b"; then BUILDS="$BUILDS $b"; else log "$b not installed: left out"; fi
@@ -70,15 +120,18 @@ main() {
     fi
     for spec in $BUILDS; do
         base=$(spec_build "$spec")
-        [[ " $bases " == *" $base "* ]] || bases="$bases $base"
+        [[ " $BASES " == *" $base "* ]] || BASES="$BASES $base"
     done
-    OUT=${OUT:-$(default_out "")}
+    OUT=${OUT:-$(default_out "${VM:+vm}")}
     mkdir -p "$OUT"
+    OUT=$(cd "$OUT" && pwd -P)
     log "results go to $OUT"
+    [ -z "$VM" ] || run_in_vm
+    [ -z "$HOSTS" ] || use_hosts
 
     ensure_deps
     # shellcheck disable=SC2086
-    [ -n "$WAIT_BUILDS" ] || ensure_mpich $bases
+    [ -n "$WAIT_BUILDS" ] || ensure_mpich $BASES
 
     # Rep by rep over the builds, so that other load on the machine hits
     # every build alike; the first rep takes builds as they become ready.
@@ -92,7 +145,7 @@ main() {
             [[ " $failed " != *" $base "* ]] || continue
             p=$(prefix_of "$base" wait)
             if [[ " $built " != *" $base "* ]]; then
-                "$NPB" build --prefix "$p" --name "$base" --classes "$CLASSES" ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} ||
+                npb_build "$base" ||
                     { log "NPB does not build for $base: its runs are left out"; failed="$failed $base"; continue; }
                 built="$built $base"
             fi

@@ -293,6 +293,7 @@ cmd_report() {
         echo
         sed 's/^\([^,]*\),\([^,]*\),\([^,]*\),\(.*\)$/- \1: `\2` (libmpi \3) \4/' "$OUT/builds.csv"
         echo
+        [ ! -s "$OUT/context.txt" ] || sed 's/^/- /' "$OUT/context.txt"
         echo "- Ranks beyond the core count are oversubscribed: busy-polling channels (ch3:nemesis) suffer there."
         echo "- Runs that started while other processes were runnable (other jobs on the machine skew times):" \
             "$(head -qn1 "$OUT"/logs/*/*.log 2>/dev/null |

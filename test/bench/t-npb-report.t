@@ -2,7 +2,7 @@
 # npb.sh report on made-up results: medians and minima of verified reps, ratios to
 # nemesis, FAIL cells, summary lines (no MPI needed).
 . "$(dirname "$0")/../lib.sh"
-plan 6
+plan 8
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
 cat > "$D/results.csv" <<'CSV'
 build,benchmark,class,np,rep,seconds,verified
@@ -15,6 +15,7 @@ rdma,is,A,2,1,,timeout
 sock,cg,A,2,1,6.00,yes
 sock,is,A,2,1,2.00,yes
 CSV
+echo "Run in the test bed: ranks round-robin over hosts node0,node1" > "$D/context.txt"
 printf 'nemesis,/p/n,-,\nrdma,/p/r,abc 2026-01-01T00:00,X=1\nsock,/p/s,-,\n' > "$D/builds.csv"
 out=$("$TOP/npb-scripts/npb.sh" report --out "$D" 2>&1); ok $? "report runs"
 grep -qx 'cg,A,2,nemesis,3.00,3,0,1.000,2.00,1.000' "$D/summary.csv"; ok $? "median and minimum of three reps, ratio 1 for nemesis"
@@ -22,4 +23,7 @@ grep -qx 'cg,A,2,rdma,1.50,1,0,0.500,1.50,0.750' "$D/summary.csv"; ok $? "ratios
 grep -q '| is.A | 1.00 (1.00) | FAIL (1/1) | 2.00 (2.00) |' "$D/report.md"; ok $? "FAIL cell for a timed-out run"
 echo "$out" | grep -q 'rdma:  class A, np=2: 0.500 over 1, 1 FAIL;'; ok $? "summary line per build"
 grep -q '/p/r. (libmpi abc 2026-01-01T00:00) X=1' "$D/report.md"; ok $? "builds, libmpi and environment listed"
+grep -qx -- '- Run in the test bed: ranks round-robin over hosts node0,node1' "$D/report.md"; ok $? "where it ran (context.txt) is listed"
+out=$("$TOP/npb-scripts/main-job.sh" --vm --nodes 0 2>&1); rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q -- "--nodes takes a positive integer, not '0'"; ok $? "main-job rejects --nodes 0 by name"
 done_testing
