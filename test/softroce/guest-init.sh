@@ -15,6 +15,9 @@ mount -t devtmpfs dev /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 shm /dev/shm
+# devtmpfs lacks the fd links that udev makes (bash's <(...) needs /dev/fd).
+ln -sfn /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -sfn "/proc/self/fd/${i%%:*}" "/dev/${i#*:}"; done
 . "$RUN/job" || fail "cannot read the job file"
 
 # Writable host directories over the read-only view, at the same paths.

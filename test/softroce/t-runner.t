@@ -1,6 +1,6 @@
 #!/bin/bash
 # TAP: run-vm features, in one VM boot: arguments and environment passed intact, cwd and /tmp
-# writable and shared with the host, root with unlimited memlock and /dev/shm, --nodes host
+# writable and shared with the host, root with unlimited memlock, /dev/shm and /dev/fd, --nodes host
 # names through node-exec (directly, hydra-style, and through Debian's mpiexec.mpich if present).
 # Usage: prove test/softroce/t-runner.t
 set -euo pipefail
@@ -19,7 +19,7 @@ printf "%s|" "$@" >args.out
 printenv CH3RDMA_T_VALUE >env.out; printenv T_EXTRA T_SET >>env.out
 pwd >pwd.out
 echo from-guest >"$TMPF"
-{ id -u; ulimit -l; stat -f -c %T /dev/shm; } >root.out
+{ id -u; ulimit -l; stat -f -c %T /dev/shm; cat < <(echo fd-links); } >root.out
 { hostname; node-exec node2 hostname; node-exec -x node1 "\"/bin/hostname\""; } >nodes.out
 if [ -x /usr/bin/mpiexec.mpich ]; then
     /usr/bin/mpiexec.mpich -hosts node0,node1,node2 -n 3 hostname | sort >hydra.out
@@ -38,7 +38,7 @@ same args.out 'a b|$HOME|"q"||' "arguments reach the command intact"
 same env.out "$CH3RDMA_T_VALUE"$'\n'"$T_EXTRA"$'\nv1' "CH3RDMA_* and --env variables are passed intact"
 same pwd.out "$work" "the command runs in the caller's cwd, files written there reach the host"
 same "$tmpf" from-guest "files written in /tmp appear on the host"
-same root.out $'0\nunlimited\ntmpfs' "root, ulimit -l unlimited, /dev/shm is tmpfs"
+same root.out $'0\nunlimited\ntmpfs\nfd-links' "root, ulimit -l unlimited, /dev/shm is tmpfs, /dev/fd for <(...)"
 same nodes.out $'node0\nnode2\nnode1' "--nodes: node0 for the command, node-exec HOST sets the host name"
 if [[ -x /usr/bin/mpiexec.mpich ]]; then
     same hydra.out $'node0\nnode1\nnode2' "mpiexec -hosts node0,node1,node2 starts each process on its node"
