@@ -120,3 +120,22 @@ value() {
             for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { x = v[j]; v[j] = v[j-1]; v[j-1] = x }
             print m % 2 ? v[(m+1)/2] : sprintf("%.3f", (v[m/2] + v[m/2+1]) / 2) }' "$OUT/$1".*.txt
 }
+
+# perftest PROG SIZE ITERS FILE: one run of perftest PROG against itself on rxe0.
+# The emulated guest may take seconds to start the server: the client
+# retries its connection while the server is up.
+perftest() {
+    local srv try
+    "$1" -d rxe0 -x 1 -s "$2" -n "$3" > /dev/null 2>&1 &
+    srv=$!
+    for try in $(seq 30); do
+        sleep 1
+        "$1" -d rxe0 -x 1 -s "$2" -n "$3" 127.0.0.1 > "$4" 2>&1 && break
+        kill -0 "$srv" 2> /dev/null || break
+    done
+    grep -q '^ *[0-9]' "$4" || log "$1 -s $2 failed after $try tries (see $4)"
+    wait "$srv" || true
+}
+
+# perftest_mb FILE SIZE: average bandwidth of a perftest *_bw output, in 10^6 B/s.
+perftest_mb() { awk -v s="$2" '$1 == s { printf "%.1f", $4 * 1.048576 }' "$1"; }

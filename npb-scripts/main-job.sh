@@ -15,7 +15,8 @@
 # someone else is making.  Results: --out (default results/<date>-<host>/).
 # --vm runs the benchmarks in the Soft-RoCE test bed (test/softroce/run-vm)
 # on --nodes host names, ranks round-robin over them, ch3:rdma forced onto
-# verbs for every peer; --hosts H1,H2 is how the guest side is told.
+# verbs for every peer, with perftest on rxe0 in the same boot as the raw
+# reference; --hosts H1,H2 is how the guest side is told.
 set -euo pipefail
 PROG=main-job
 . "$(dirname "$0")/common.sh"
@@ -89,12 +90,27 @@ run_in_vm() {
         ${BENCHMARKS:+--benchmarks "$BENCHMARKS"}
 }
 
+# The raw device in the same boot (perftest, 1 MiB for bandwidth), one line.
+raw_reference() {
+    local d=$OUT/raw m=1048576
+    mkdir -p "$d"
+    perftest ib_write_lat 8 2000 "$d/ib_write_lat.txt"
+    perftest ib_write_bw $m 200 "$d/ib_write_bw.txt"
+    perftest ib_read_bw $m 200 "$d/ib_read_bw.txt"
+    echo "Raw rxe0 in this boot (perftest, $d): ib_write_lat 8 B t_avg" \
+        "$(awk '$1 == 8 { print $6 }' "$d/ib_write_lat.txt") us; 1 MiB ib_write_bw" \
+        "$(perftest_mb "$d/ib_write_bw.txt" $m) MB/s, ib_read_bw $(perftest_mb "$d/ib_read_bw.txt" $m) MB/s."
+}
+
 # --hosts (guest side of --vm): Hydra places the ranks round-robin over them.
 use_hosts() {
     tr ',' '\n' <<< "$HOSTS" > "$OUT/hosts"
     export HYDRA_HOST_FILE=$OUT/hosts
-    echo "Run in the Soft-RoCE test bed ($(uname -r), rxe0): ranks round-robin over hosts $HOSTS" \
-        "(UTS namespaces of one VM); ch3:nemesis and ch3:sock use TCP between hosts." > "$OUT/context.txt"
+    {
+        echo "Run in the Soft-RoCE test bed ($(uname -r), rxe0): ranks round-robin over hosts $HOSTS" \
+            "(UTS namespaces of one VM); ch3:nemesis and ch3:sock use TCP between hosts."
+        [ "${CH3RDMA_DEVICE-}" != rxe0 ] || raw_reference
+    } > "$OUT/context.txt"
 }
 
 # The first spec whose build is installed, else the first one (whose build

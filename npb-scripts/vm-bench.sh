@@ -21,22 +21,6 @@ MODES=("eager:$C MPIR_CVAR_CH3_RDMA_PIPELINE=fixed MPIR_CVAR_CH3_RDMA_PIPELINE_C
     "fixed:$C MPIR_CVAR_CH3_RDMA_PIPELINE=fixed" "super:$C MPIR_CVAR_CH3_RDMA_PIPELINE=super"
     "zcopy:MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy")
 
-# perftest PROG SIZE ITERS FILE: one run of PROG against itself on rxe0.
-# The emulated guest may take seconds to start the server: the client
-# retries its connection while the server is up.
-perftest() {
-    local srv try
-    "$1" -d rxe0 -x 1 -s "$2" -n "$3" > /dev/null 2>&1 &
-    srv=$!
-    for try in $(seq 30); do
-        sleep 1
-        "$1" -d rxe0 -x 1 -s "$2" -n "$3" 127.0.0.1 > "$4" 2>&1 && break
-        kill -0 "$srv" 2> /dev/null || break
-    done
-    grep -q '^ *[0-9]' "$4" || log "$1 -s $2 failed after $try tries (see $4)"
-    wait "$srv" || true
-}
-
 # Inside the VM: every measurement into its own file under OUT.
 guest() {
     local bin=$1 p=$2 s m ft lo hi
@@ -60,11 +44,6 @@ guest() {
         --min 8 --max 8 --reps "$REPS" > "$OUT/latency.1.txt"
 }
 
-# perftest_mb PROG SIZE: average bandwidth in 10^6 B/s.
-perftest_mb() {
-    awk -v s="$2" '$1 == s { printf "%.1f", $4 * 1.048576 }' "$OUT/$1.$2.txt"
-}
-
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }'; }
 
 report() {
@@ -80,7 +59,7 @@ report() {
     for m in eager fixed super zcopy super-first zcopy-first; do printf ' %16s' "$m(bw)"; done
     printf ' %16s %16s\n' "super(pp)" "zcopy(pp)"
     for s in $SIZES; do
-        w=$(perftest_mb ib_write_bw "$s") r=$(perftest_mb ib_read_bw "$s")
+        w=$(perftest_mb "$OUT/ib_write_bw.$s.txt" "$s") r=$(perftest_mb "$OUT/ib_read_bw.$s.txt" "$s")
         printf '%9s %9s %9s' "$s" "$w" "$r"
         for m in eager:bw fixed:bw super:bw zcopy:bw super-first:bw zcopy-first:bw super:latency \
             zcopy:latency; do
