@@ -196,6 +196,13 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
     return d;
 }
 
+/* The superpipeline's one growth rule: C_(i+1) = min(C_i * q, max).  O(1)
+ * per group, so q near 1 (many groups per message) costs nothing extra. */
+static inline double rb_sched_next(double c, double q, size_t max)
+{
+    return c * q < (double) max ? c * q : (double) max;
+}
+
 /* Write the frames built since the last flush with one transport write
  * (then, in basic mode, the head), and grow the superpipeline target. */
 static int rb_tx_flush(rb_pipe_t * p)
@@ -210,7 +217,7 @@ static int rb_tx_flush(rb_pipe_t * p)
         rc = RB_ERR_XPORT;
     p->stats.writes_tx++;
     p->tx.wr_frames = 0;
-    p->tx.wr_target = rb_sched_chunk(c->sched_c0, c->sched_q, c->sched_max, ++p->tx.wr_group);
+    p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
     return rc;
 }
 
@@ -284,10 +291,8 @@ int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
         rc = rb_tx_flush(p);
     if (total && !done && rc == RB_OK)
         p->stats.full_stalls++;
-    if (done == total) {        /* the message is complete: back to C0 */
-        p->tx.wr_group = 0;
-        p->tx.wr_target = (double) p->cfg.sched_c0;
-    }
+    if (done == total)
+        p->tx.wr_target = (double) p->cfg.sched_c0;     /* the message is complete */
     *nbytes = done;
     return rc;
 }
@@ -494,11 +499,11 @@ void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
 
 double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i)
 {
-    double c = (double) c0;
+    double c = rb_sched_next((double) c0, 1.0, max);
 
     while (i-- > 0 && c < (double) max)
-        c *= q;
-    return c < (double) max ? c : (double) max;
+        c = rb_sched_next(c, q, max);
+    return c;
 }
 
 unsigned rb_sched_count(size_t len, size_t c0, double q)

@@ -136,8 +136,7 @@ typedef struct rb_pipe {
         uint32_t seq;
         size_t wr_off, wr_len;  /* frames built, not yet written */
         unsigned wr_frames;
-        unsigned wr_group;      /* index i of the current group */
-        double wr_target;       /* bytes that close it: rb_sched_chunk(i) */
+        double wr_target;       /* bytes that close the current group (rb_sched_chunk) */
     } tx;
     struct {
         volatile uint8_t *ring;
