@@ -67,8 +67,8 @@ vm_spec() {
     else echo "$1"; fi
 }
 
-# --vm: build everything here, then run this job in the test bed (guest side
-# --wait-builds --hosts).  Debian's MPIs are left out: they launch differently.
+# --vm: with the MPICH builds made, build NPB here, then run this job in the
+# test bed (guest side --wait-builds --hosts).  Debian's MPIs are left out: they launch differently.
 run_in_vm() {
     local specs="" spec base
     for spec in $BUILDS; do
@@ -77,10 +77,7 @@ run_in_vm() {
         specs="$specs $(vm_spec "$spec")"
     done
     [ -n "$specs" ] || die "--vm: no ch3 build to run"
-    ensure_deps
     bash "$TOP/build-aux/install-deps.sh" vm || die "missing Debian packages (see above)"
-    # shellcheck disable=SC2086
-    [ -n "$WAIT_BUILDS" ] || ensure_mpich $BASES
     for base in $BASES; do [[ " $DEBIAN_PEERS " == *" $base "* ]] || npb_build "$base" || die "NPB does not build for $base"; done
     log "running in the Soft-RoCE test bed, $NODES nodes (ranks round-robin, ch3:rdma on verbs)"
     # shellcheck disable=SC2016  # $CH3RDMA_NODES is the guest's
@@ -142,12 +139,12 @@ main() {
     mkdir -p "$OUT"
     OUT=$(cd "$OUT" && pwd -P)
     log "results go to $OUT"
-    [ -z "$VM" ] || run_in_vm
-    [ -z "$HOSTS" ] || use_hosts
 
     ensure_deps
     # shellcheck disable=SC2086
     [ -n "$WAIT_BUILDS" ] || ensure_mpich $BASES
+    [ -z "$VM" ] || run_in_vm
+    [ -z "$HOSTS" ] || use_hosts
 
     # Rep by rep over the builds, so that other load on the machine hits
     # every build alike; the first rep takes builds as they become ready.
