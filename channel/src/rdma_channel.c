@@ -219,7 +219,9 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Idle polls of a blocking wait before it blocks in the kernel (woken by
-        shared-memory peers, bounded sleeps otherwise); 0..100000000.  -1
+        shared-memory peers or by the verbs completion queue's event when every
+        verbs connection is completion-driven, bounded sleeps otherwise);
+        0..100000000.  -1
         (auto): 2000, or 0 when this node runs more ranks than it has cores
         (oversubscribed: the CPU is better spent on another rank).
 
@@ -804,27 +806,29 @@ int MPIDI_CH3I_RDMA_poll_transports(void)
 }
 
 /* Idle for `over` polls past the spin phase: arm the transport that can
- * wake us (shm futex), poll once more, then block until a peer writes to
- * us or a timeout passes (outside the global critical section).  Verbs
- * arrivals cannot wake the futex, so with verbs peers the sleep is short;
- * with several threads sharing the flag a wakeup may be missed, so the
- * sleep is bounded there too. */
+ * wake us, poll once more, then block until a peer writes to us or a
+ * timeout passes (outside the global critical section).  The waiter is
+ * shm's futex when there are shm peers, else the verbs CQ event.  Verbs
+ * arrivals cannot wake the futex, nor flag-polled ones the CQ event (the
+ * waiter declines), so then the sleep is short; with several threads
+ * sharing the waiter a wakeup may be missed, so it is bounded there too. */
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over)
 {
-    rdma_xport_slot_t *w = xports[XP_SHM].xp ? &xports[XP_SHM] : NULL;
-    long us = xports[XP_VERBS].xp ? (over < 3000 ? 50 : 500) : MPIR_IS_THREADED ? 1000 : 20000;
+    rdma_xport_slot_t *w = xports[XP_SHM].xp ? &xports[XP_SHM] :
+        xports[XP_VERBS].xp ? &xports[XP_VERBS] : NULL;
+    int armed = w && w->ops->wait_arm(w->xp);
+    int every = armed && (w == &xports[XP_VERBS] || !xports[XP_VERBS].xp);
+    long us = !every ? (over < 3000 ? 50 : 500) : MPIR_IS_THREADED ? 1000 : 20000;
     int mpi_errno;
 
-    if (w)
-        w->ops->wait_arm(w->xp);
     mpi_errno = poll(progressed);
     if (mpi_errno || *progressed) {
-        if (w)
+        if (armed)
             w->ops->wait_disarm(w->xp);
         return mpi_errno;
     }
     MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    if (w) {
+    if (armed) {
         w->ops->wait(w->xp, us);
     } else {
         struct timespec ts = { 0, us * 1000 };

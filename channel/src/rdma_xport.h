@@ -100,8 +100,10 @@ struct rdma_xport_ops {
     /* Blocking wait (optional; NULL: the owner sleeps for a while).  The
      * owner calls wait_arm(), polls everything once more, then wait_disarm()
      * if something moved, else wait(), which returns once a peer wrote to
-     * this process after wait_arm() (no lost wakeups) or after timeout_us. */
-    void (*wait_arm) (rdma_xport_t * xp);
+     * this process after wait_arm() (no lost wakeups) or after timeout_us.
+     * wait_arm() returns 0 when some arrivals cannot wake wait() (the owner
+     * then sleeps in short steps instead), else 1. */
+    int (*wait_arm) (rdma_xport_t * xp);
     void (*wait) (rdma_xport_t * xp, long timeout_us);
     void (*wait_disarm) (rdma_xport_t * xp);
     /* Zero-copy rendezvous (zc.h), ctx = the rdma_conn_t; NULL: none.

@@ -498,13 +498,14 @@ static const char *rdma_shm_error(const rdma_xport_t * xp)
 
 /* ---- blocking wait (see shm_hdr_t) ---- */
 
-static void rdma_shm_wait_arm(rdma_xport_t * xp)
+static int rdma_shm_wait_arm(rdma_xport_t * xp)
 {
     shm_hdr_t *h = (shm_hdr_t *) xp->map;
 
     xp->wake_key = __atomic_load_n(&h->wake_seq, __ATOMIC_ACQUIRE);
     __atomic_store_n(&h->sleeping, 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return 1;
 }
 
 static void rdma_shm_wait_disarm(rdma_xport_t * xp)

@@ -3,7 +3,8 @@
  * rdma_cm, no MPICH).
  *
  * Objects.  One device context, PD and CQ per process.  The CQ serves every
- * RC QP and the connection-management (CM) UD QP.  Per connection:
+ * RC QP and the connection-management (CM) UD QP; its event channel wakes
+ * blocking waits (rdma_verbs_wait_arm).  Per connection:
  *   ring   ring_size bytes; the peer RDMA-writes frames into it
  *          (LOCAL_WRITE | REMOTE_WRITE, never RELAXED_ORDERING, see below)
  *   stage  ring_size bytes; the local image of the peer's ring, the source
@@ -106,6 +107,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 #include <sys/resource.h>
 #include <infiniband/verbs.h>
@@ -211,6 +214,7 @@ struct rdma_xport {
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_cq *cq;
+    struct ibv_comp_channel *chan;      /* CQ events for blocking waits */
     int cq_size, cq_need;
     struct ibv_device_attr dev;
     struct ibv_port_attr pattr;
@@ -226,6 +230,7 @@ struct rdma_xport {
     uint32_t inline_req, job;
     unsigned short rng[3];      /* PSNs; leaves the application's lrand48 alone */
     int qp_timeout, in_order_override, n_connecting, new_failures;
+    int flag_polled;            /* a connection polls memory: no CQE per arrival */
     double t_keepalive;
     unsigned polls;             /* progress calls; clock read every 256th */
     rcache_t *rcache;           /* zero-copy registrations */
@@ -812,6 +817,7 @@ static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t *
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
     cfg.completion_driven = vc->completion;
+    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
     if (rb_pipe_init(&vc->c->pipe, &cfg, &rdma_verbs_pipe_ops, vc, vc->stage.buf,
                      &((rdma_verbs_ctl_t *) vc->ctl.buf)->tail_word, vc->ring.buf,
                      &((rdma_verbs_ctl_t *) vc->ctl.buf)->head_word)) {
@@ -1280,6 +1286,17 @@ static int rdma_verbs_cq_poll(rdma_xport_t * xp)
 
 /* -------------------------------------------------------------- ops */
 
+/* The CQ's event channel, non-blocking: rdma_verbs_wait polls its fd. */
+static int rdma_verbs_chan_open(rdma_xport_t * xp)
+{
+    int fl;
+
+    if (!(xp->chan = ibv_create_comp_channel(xp->ctx)))
+        return -1;
+    fl = fcntl(xp->chan->fd, F_GETFL);
+    return fl < 0 || fcntl(xp->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+}
+
 static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
                            size_t cardlen, char *err, size_t errlen)
 {
@@ -1322,7 +1339,9 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
     if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
         what = "ibv_alloc_pd";
-    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, NULL, 0)))
+    else if (rdma_verbs_chan_open(xp))
+        what = "ibv_create_comp_channel";
+    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, xp->chan, 0)))
         what = "ibv_create_cq";
     else if (rdma_verbs_ud_create(xp))
         what = "the connection-manager UD QP";
@@ -1343,6 +1362,8 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     rdma_verbs_mem_free(&xp->udm);
     if (xp->cq)
         ibv_destroy_cq(xp->cq);
+    if (xp->chan)
+        ibv_destroy_comp_channel(xp->chan);
     if (xp->pd)
         ibv_dealloc_pd(xp->pd);
   err_close:
@@ -1431,10 +1452,45 @@ static int rdma_verbs_finalize(rdma_xport_t * xp)
     ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
     ibv_destroy_cq(xp->cq);
+    ibv_destroy_comp_channel(xp->chan);
     ibv_dealloc_pd(xp->pd);
     ibv_close_device(xp->ctx);
     free(xp);
     return RDMA_XPORT_OK;
+}
+
+/* ---- blocking wait ----
+ * Every arrival on a completion-driven connection, every read or
+ * signalled-write completion and every CM datagram is a CQE on xp->cq, so
+ * a CQ event wakes the waiter.  Arm, then the owner polls once more (a CQE
+ * that came before the arm is found by that poll, one after it raises the
+ * event).  Flag-polled arrivals raise nothing: once a connection polls
+ * memory, wait_arm declines and the owner sleeps in short steps. */
+static int rdma_verbs_wait_arm(rdma_xport_t * xp)
+{
+    return !xp->flag_polled && ibv_req_notify_cq(xp->cq, 0) == 0;
+}
+
+/* Nothing to undo: an event that fires later makes one wait return early. */
+static void rdma_verbs_wait_disarm(rdma_xport_t * xp)
+{
+    (void) xp;
+}
+
+/* Sleep until a CQ event or timeout_us; consume every pending event. */
+static void rdma_verbs_wait(rdma_xport_t * xp, long timeout_us)
+{
+    struct pollfd p = { .fd = xp->chan->fd, .events = POLLIN };
+    struct timespec ts = { timeout_us / 1000000, (timeout_us % 1000000) * 1000 };
+    struct ibv_cq *cq;
+    void *ctx;
+
+    if (ppoll(&p, 1, &ts, NULL) != 1) {
+        xp->polls |= 255;       /* idle: the next progress runs the timers */
+        return;
+    }
+    while (ibv_get_cq_event(xp->chan, &cq, &ctx) == 0)
+        ibv_ack_cq_events(cq, 1);
 }
 
 static const char *rdma_verbs_error(const rdma_xport_t * xp)
@@ -1475,6 +1531,9 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .finalize = rdma_verbs_finalize,
     .error = rdma_verbs_error,
     .describe = rdma_verbs_describe,
+    .wait_arm = rdma_verbs_wait_arm,
+    .wait = rdma_verbs_wait,
+    .wait_disarm = rdma_verbs_wait_disarm,
     .zc = &rdma_verbs_zc_ops,
     .stats = rdma_verbs_stats
 };

@@ -48,6 +48,7 @@ typedef struct scen {
     size_t inline_size;
     size_t stream;              /* bytes per direction per pair */
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
+    int block;                  /* ping-pong receivers sleep in wait() */
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
     int silent_rank;            /* this rank never calls progress */
     int late_rank;              /* this rank sleeps 1.5 s before progressing */
@@ -283,14 +284,33 @@ static int rank_stream(node_t * nd)
     return 0;
 }
 
+/* Scenario block: sleep until the peer's write raises a CQ event.  A wait
+ * that runs to its 5 s timeout is a lost wakeup. */
+static void pp_wait(node_t * nd)
+{
+    double t = now_s();
+
+    rdma_xport_verbs.wait(nd->xp, 5000000);
+    if (now_s() - t > 4.5) {
+        say(nd, "D lost wakeup: wait() ran to its 5 s timeout");
+        exit(1);
+    }
+}
+
 static void pp_move(node_t * nd, int p, int send)
 {
     uint64_t v = 0x0123456789abcdefULL;
     struct iovec iov = { &v, 8 };
     size_t n = 0, k;
     double limit = now_s() + 60;
+    int armed;
 
     while (n < 8) {
+        armed = nd->sc->block && !send && rdma_xport_verbs.wait_arm(nd->xp);
+        if (nd->sc->block && !send && !armed) {
+            say(nd, "D wait_arm() declined on a write-with-imm connection");
+            exit(1);
+        }
         rank_progress(nd);
         iov.iov_base = (char *) &v + n;
         iov.iov_len = 8 - n;
@@ -300,6 +320,8 @@ static void pp_move(node_t * nd, int p, int send)
             exit(1);
         }
         n += k;
+        if (armed && n < 8)
+            pp_wait(nd);
     }
 }
 
@@ -715,6 +737,9 @@ static const struct {
      {.force_completion = 1, .pingpong = 300}, NULL},
     {"basic", "2 ranks, basic mode (separate head/tail writes): streams + ping-pong",
      {.mode = RB_MODE_BASIC, .pingpong = 300}, NULL},
+    {"block", "2 ranks, write-with-imm, receivers sleep in wait() until each ping-pong "
+     "message's CQ event: no lost wakeup", {.force_completion = 1, .block = 1, .pingpong = 300},
+     NULL},
     {"super", "2 ranks, superpipeline groups (one write-with-imm lands many frames): streams",
      {.super = 1, .force_completion = 1, .pingpong = 300}, NULL},
     {"simultaneous", "2 ranks connect to each other at the same time: one QP pair, streams",
