@@ -219,9 +219,9 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Idle polls of a blocking wait before it blocks in the kernel (woken by
-        shared-memory peers or by the verbs completion queue's event when every
-        verbs connection is completion-driven, bounded sleeps otherwise);
-        0..100000000.  -1
+        shared-memory peers; with verbs, short sleeps and, after about 150 ms
+        idle, the completion queue's event when every verbs connection is
+        completion-driven); 0..100000000.  -1
         (auto): 2000, or 0 when this node runs more ranks than it has cores
         (oversubscribed: the CPU is better spent on another rank).
 
@@ -807,18 +807,23 @@ int MPIDI_CH3I_RDMA_poll_transports(void)
 
 /* Idle for `over` polls past the spin phase: arm the transport that can
  * wake us, poll once more, then block until a peer writes to us or a
- * timeout passes (outside the global critical section).  The waiter is
- * shm's futex when there are shm peers, else the verbs CQ event.  Verbs
- * arrivals cannot wake the futex, nor flag-polled ones the CQ event (the
- * waiter declines), so then the sleep is short; with several threads
- * sharing the waiter a wakeup may be missed, so it is bounded there too. */
+ * timeout passes (outside the global critical section).  With shm peers
+ * the waiter is shm's futex, which verbs arrivals cannot wake: with both,
+ * the sleep is short.  Verbs alone: short sleeps for the first
+ * RDMA_BLOCK_SHORT sleeps (on Soft-RoCE a CQ-event wakeup measured slower
+ * than a 50 us sleep), then the CQ event, unless a flag-polled connection
+ * makes the waiter decline (no event per arrival: 500 us sleeps).  With
+ * several threads sharing the waiter a wakeup may be missed, so the sleep
+ * is bounded there too. */
+enum { RDMA_BLOCK_SHORT = 3000 };
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over)
 {
-    rdma_xport_slot_t *w = xports[XP_SHM].xp ? &xports[XP_SHM] :
-        xports[XP_VERBS].xp ? &xports[XP_VERBS] : NULL;
+    int shm = xports[XP_SHM].xp != NULL, verbs = xports[XP_VERBS].xp != NULL;
+    rdma_xport_slot_t *w = shm ? &xports[XP_SHM] :
+        verbs && over >= RDMA_BLOCK_SHORT ? &xports[XP_VERBS] : NULL;
     int armed = w && w->ops->wait_arm(w->xp);
-    int every = armed && (w == &xports[XP_VERBS] || !xports[XP_VERBS].xp);
-    long us = !every ? (over < 3000 ? 50 : 500) : MPIR_IS_THREADED ? 1000 : 20000;
+    long us = armed && !(shm && verbs) ? (MPIR_IS_THREADED ? 1000 : 20000) :
+        over < RDMA_BLOCK_SHORT ? 50 : 500;
     int mpi_errno;
 
     mpi_errno = poll(progressed);
