@@ -50,6 +50,7 @@ guest() {
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }'; }
+max() { awk -v a="${1:-0}" -v b="$2" 'BEGIN { print (a + 0 > b + 0 ? a : b) }'; }
 
 report() {
     local s w r m raw_lat raw_typ lat v
@@ -83,12 +84,11 @@ targets() {
     local s m v w best=0 raw=0 first=0
     for s in $SIZES; do
         w=$(perftest_mb "$OUT/ib_write_bw.$s.txt" "$s")
-        raw=$(awk -v a="${w:-0}" -v b="$raw" 'BEGIN { print (a + 0 > b + 0 ? a : b) }')
+        raw=$(max "$w" "$raw")
         for m in eager fixed super zcopy super-first zcopy-first; do
             v=$(value "$m" bw "$s" 4)
-            best=$(awk -v a="${v:-0}" -v b="$best" 'BEGIN { print (a + 0 > b + 0 ? a : b) }')
-            [[ $s != 1048576 || $m != *-first ]] ||
-                first=$(awk -v a="${v:-0}" -v b="$first" 'BEGIN { print (a + 0 > b + 0 ? a : b) }')
+            best=$(max "$v" "$best")
+            [[ $s != 1048576 || $m != *-first ]] || first=$(max "$v" "$first")
         done
     done
     echo "peak: ch3:rdma $best MB/s, ib_write_bw $raw MB/s ($(ratio "$best" "$raw"); target 0.95)"

@@ -306,8 +306,8 @@ static void pp_move(node_t * nd, int p, int send)
     int armed;
 
     while (n < 8) {
-        armed = nd->sc->block && !send && rdma_xport_verbs.wait_arm(nd->xp);
-        if (nd->sc->block && !send && !armed) {
+        armed = nd->sc->block && !send;
+        if (armed && !rdma_xport_verbs.wait_arm(nd->xp)) {
             say(nd, "D wait_arm() declined on a write-with-imm connection");
             exit(1);
         }
