@@ -303,23 +303,21 @@ static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
     return rc;
 }
 
-/* PUSHED for the REQ we serve: ok -> the second half is in (it counts as
- * done once the pulls of the first half are); refused -> pull it.  It may
+/* PUSHED for the REQ we serve: ok -> the second half is in, but it counts
+ * (in done and posted) only once our own pulls really reached split_at:
+ * they may still be short (zc_rx_serve); refused -> pull it too.  It may
  * come after we refused the REQ (our pull was refused after the PUSH). */
 static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
 {
-    size_t rest = z->rx.len - z->rx.pull_end;
-
     if (!z->rx.push_wait || m->id != z->rx.id || m->status > ZC_FIN_REFUSED)
         return RB_ERR_PROTO;
     z->rx.push_wait = 0;
     if (!z->rx.active)
         return RB_OK;           /* we refused the REQ meanwhile (no CMA) */
-    z->rx.pull_end = z->rx.len;
-    if (m->status == ZC_FIN_OK) {
-        z->rx.posted += rest;
-        z->rx.pushed = rest;
-    }
+    if (m->status == ZC_FIN_OK)
+        z->rx.pushed = z->rx.len - z->rx.split_at;
+    else
+        z->rx.pull_end = z->rx.len;
     return RB_OK;
 }
 
@@ -332,7 +330,9 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
     int m, rc;
 
     if (z->rx.pushed && z->rx.done == z->rx.split_at) {
+        /* pulls complete in order and stop at split_at: posted == done */
         z->rx.done += z->rx.pushed;     /* done stays a prefix */
+        z->rx.posted = z->rx.pull_end = z->rx.len;
         z->rx.pushed = 0;
     }
     *got = zc_min(z->rx.done - z->rx.returned, avail);

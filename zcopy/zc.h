@@ -118,8 +118,11 @@ typedef struct zc_conn {
     struct {
         uint64_t raddr, key;
         size_t len, posted, done, returned;
-        size_t pull_end;        /* pulls stop here; the rest is pushed */
-        size_t split_at, pushed;        /* pushed bytes count once pulls reach split_at */
+        size_t pull_end;        /* pulls stop here (split_at while the push is
+                                 * pending or done, else len) */
+        size_t split_at;        /* split copy: the pushed part starts here */
+        size_t pushed;          /* PUSHED ok: bytes that join done and posted
+                                 * once done (really pulled) reaches split_at */
         uint32_t id, fin_id;
         int active, fin_due, fin_status, push_wait;
     } rx;
