@@ -372,8 +372,10 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
         return known ? RB_ERR_PROTO : 0;
     len = flag >> 2 & RB_LEN_MAX;
+    /* rx.off > len: the peer rewrote a frame we had partly read (callers
+     * compute len - rx.off) */
     if ((flag & 3) == 0 || (flag & 3) == 3 || RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.max_frame
-        || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size)
+        || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
         return RB_ERR_PROTO;
     if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
         != flag)

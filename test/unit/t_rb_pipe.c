@@ -529,6 +529,33 @@ static void t_proto(void)
            "frame longer than max_frame is a protocol error");
 }
 
+/* A peer that rewrites a frame we already read part of with a shorter
+ * length (consistent flags) must not make the unread length wrap. */
+static void t_proto_shrunk(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t msg[600], out[700];
+    uint64_t flag, shrunk;
+    const void *buf;
+    size_t nb, len = 0;
+    int type, rc;
+
+    pair_init(&c);
+    memset(msg, 7, sizeof(msg));
+    rb_pipe_putv(&A.p, &(struct iovec) { msg, sizeof(msg) }, 1, &nb);
+    rb_pipe_getv(&B.p, &(struct iovec) { out, 500 }, 1, &nb);
+    memcpy(&flag, B.ring, 8);
+    shrunk = (flag & ~((uint64_t) RB_LEN_MAX << 2)) | 100 << 2;
+    memcpy(B.ring, &shrunk, 8);
+    memcpy(B.ring + 16 + 104, &shrunk, 8);
+    rc = rb_pipe_peek(&B.p, &type, &buf, &len);
+    ok(rc == RB_ERR_PROTO, "peek of a frame shrunk below what was read: protocol error "
+       "(rc %d, len %zu)", rc, len);
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, sizeof(out) }, 1, &nb), RB_ERR_PROTO,
+           "getv of the shrunk frame: protocol error");
+    is_int(rb_pipe_consume(&B.p, 1), RB_ERR_PROTO, "consume of the shrunk frame: protocol error");
+}
+
 /* The idle-poll check is 0 exactly when getv would find nothing. */
 static void t_rx_maybe(rb_mode_t mode, int completion, const char *name)
 {
@@ -768,6 +795,7 @@ int main(void)
     t_completion();
     t_ctrl();
     t_proto();
+    t_proto_shrunk();
     t_rx_maybe(RB_MODE_PIGGYBACK, 0, "flags");
     t_rx_maybe(RB_MODE_BASIC, 0, "basic");
     t_rx_maybe(RB_MODE_PIGGYBACK, 1, "completion-driven");
