@@ -117,4 +117,16 @@ struct rdma_xport_ops {
 extern const rdma_xport_ops_t rdma_xport_shm;
 extern const rdma_xport_ops_t rdma_xport_verbs;
 
+/* Verbs test hook: register [addr, addr+len) as a zero-copy receive
+ * destination (exactly as a pull does) and return its rkey, which the
+ * protocol never sends, so that a test can show a peer cannot use it. */
+int rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                             void **handle);
+void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle);
+
+/* Verbs fork protection as open() decides it: query returns an enum
+ * ibv_fork_status (ibv_is_fork_initialized), init is ibv_fork_init; a test
+ * passes fakes.  Returns "unneeded", "enabled" or "unprotected". */
+const char *rdma_xport_verbs_fork_mode(int (*query)(void), int (*init)(void));
+
 #endif /* RDMA_XPORT_H_INCLUDED */

@@ -14,7 +14,13 @@
  *   qp     RC QP, paired with the peer's through the CM exchange below.
  *
  * Connection management (UD, mimics a PMI exchange).  The card is
- * "<gid hex>.<lid>.<udqpn>.<port>".  connect() creates the connection's
+ * "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>".  qkey and auth are
+ * drawn at random by open() (getrandom), so only processes that read the
+ * job's PMI KVS know them: the CM QP takes datagrams with our QKEY only
+ * (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
+ * CAP_NET_RAW), and every CM message carries the 64-bit auth of its
+ * destination; one without ours is dropped and counted (stats), never
+ * fatal, before anything is looked up or allocated.  connect() creates the connection's
  * memory and QP (INIT) and sends REQ {rank, qpn, psn, ring and ctl
  * addr+rkey, max_rd_atomic, in-order capability}.  The responder gets the
  * object with conn_of(rank) (NULL: the REQ is ignored and the initiator times
@@ -76,26 +82,40 @@
  * local in-order answer 1, to measure flag polling on devices (rxe) that do
  * not promise it.  Never for production.
  *
- * Queries for the channel (declare them in rdma_xport.h):
- * rdma_xport_verbs_mode(c) -> "flag-poll" | "write-imm" | "unknown", and
- * rdma_xport_verbs_describe(c, buf, len) -> one line with the mode, both
- * in-order answers, inline granted, max_rd_atomic, MTU and queue depths.
+ * describe() gives one line per connection: the mode ("flag-poll" |
+ * "write-imm" | "unknown"), both in-order answers, inline granted,
+ * max_rd_atomic, MTU and queue depths.
  *
  * Stale completions.  wr_id = (generation << 32) | slot: completions of a
  * closed connection still in the CQ are recognised and dropped.
  *
  * Zero-copy (zc.h): RDMA read.  The sender exposes its buffer through the
- * registration cache (zcopy/rcache, one per process and PD, regions
- * LOCAL_WRITE | REMOTE_READ) and sends the rkey; the receiver registers its
- * destination through the same cache and posts signalled RDMA reads of at
- * most RDMA_VERBS_READ_MAX bytes, at most min(negotiated max_rd_atomic,
- * RDMA_VERBS_READS_MAX) outstanding, never eating the send-queue reserve.
- * Read completions arrive in order (one RC QP): each releases its region
- * and reports its bytes with zc_pulled().  Cached registrations are only
+ * send registration cache (zcopy/rcache; regions REMOTE_READ only) and
+ * sends the rkey; the receiver registers its destination through the
+ * receive cache (LOCAL_WRITE only: no peer can read or write it) and posts
+ * signalled RDMA reads of at most RDMA_VERBS_READ_MAX bytes, at most
+ * min(negotiated max_rd_atomic, RDMA_VERBS_READS_MAX) outstanding, never
+ * eating the send-queue reserve.  Destinations are registered in windows
+ * aligned to RDMA_VERBS_REG_WINDOW in the address space: every read of a
+ * window hits the region its first read registered, and windows share no
+ * page, so an unaligned buffer never makes the cache merge ever-growing
+ * regions.  Read completions arrive in order (one RC QP): each releases its
+ * region and reports its bytes with zc_pulled().  Cached registrations are only
  * safe while the memory stays mapped: zcopy/memev reports unmaps (watch
  * before register, so none is missed) and the cache drains those events
  * before every lookup; without memev every registration is dropped after
  * use (rcache cache=0), said once.
+ *
+ * Fork.  A registered page that the parent writes after fork() is copied
+ * (copy-on-write) while the device keeps the old page: received bytes land
+ * in the child's copy, sent bytes come from stale memory.  Kernels >= 5.13
+ * copy pinned pages at fork instead (rdma-core: IBV_FORK_UNNEEDED); on
+ * older ones open() calls ibv_fork_init() before the first registration,
+ * which makes every registered range MADV_DONTFORK (a child that touches
+ * such a page faults).  RDMAV_FORK_SAFE/IBV_FORK_SAFE make rdma-core do the
+ * same by itself.  Our rings, stages, ctl pages and CM buffers are
+ * MADV_DONTFORK in every mode: a child has no use for them.  describe()
+ * says which mode is in force.
  *
  * Hot paths (write, credit, head, progress) neither allocate nor print.
  */
@@ -110,6 +130,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <infiniband/verbs.h>
 
@@ -126,7 +148,6 @@ enum {
     RDMA_VERBS_UD_NSEND = 32,
     RDMA_VERBS_UD_SLOT = 256,   /* GRH (40) + message */
     RDMA_VERBS_GRH = 40,
-    RDMA_VERBS_QKEY = 0x43485244,
     RDMA_VERBS_MAGIC = 0x63683372,
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
@@ -138,7 +159,8 @@ enum {
      * rnr_retry 7 is infinite) */
     RDMA_VERBS_RETRY_CNT = 6,
     RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
-    RDMA_VERBS_READ_MAX = 1 << 20       /* bytes per RDMA read */
+    RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
+    RDMA_VERBS_REG_WINDOW = 64 << 20    /* receive registration window */
 };
 
 /* rdma_verbs_post_write flags */
@@ -159,8 +181,9 @@ typedef enum {
 
 /* CM message; both ends share byte order (homogeneous jobs) */
 typedef struct rdma_verbs_msg {
-    uint32_t magic, job;
+    uint32_t magic;
     uint8_t type, in_order, rd_atomic, basic;
+    uint64_t auth;              /* the destination's auth (from its card) */
     int32_t src, dst;
     uint32_t qpn, psn;
     uint64_t token, echo;       /* sender's / receiver's connection id */
@@ -179,8 +202,16 @@ typedef struct rdma_verbs_ctl {
 
 typedef struct rdma_verbs_mem {
     void *buf;
+    size_t len;                 /* page multiple */
     struct ibv_mr *mr;
 } rdma_verbs_mem_t;
+
+/* A registration cache and the one access right its regions get. */
+typedef struct rdma_verbs_rc {
+    rdma_xport_t *xp;
+    rcache_t *rc;
+    int access;
+} rdma_verbs_rc_t;
 
 typedef struct rdma_verbs_conn {
     rdma_conn_t *c;
@@ -191,7 +222,8 @@ typedef struct rdma_verbs_conn {
     struct ibv_qp *qp;
     struct ibv_ah *ah;          /* the peer's CM QP */
     struct ibv_ah_attr path;    /* RC path to the peer */
-    uint32_t peer_udqpn, psn;
+    uint32_t peer_udqpn, peer_qkey, psn;
+    uint64_t peer_auth;         /* the peer's CM secret, from its card */
     rdma_verbs_mem_t ring, stage, ctl;
     rdma_verbs_msg_t remote;    /* the peer's REQ or REP */
     int completion, in_order_local, max_rd_atomic;
@@ -227,15 +259,20 @@ struct rdma_xport {
     uint32_t ud_pending[RDMA_VERBS_UD_NRECV], n_pending;
     rdma_verbs_conn_t **slots;
     uint32_t *gens, nslots;
-    uint32_t inline_req, job;
+    uint32_t inline_req;
+    uint32_t qkey;              /* our CM QP's QKEY (random, bit 31 clear) */
+    uint64_t auth;              /* our CM secret (random); see the top */
+    uint64_t cm_dropped;        /* CM datagrams without our auth */
     unsigned short rng[3];      /* PSNs; leaves the application's lrand48 alone */
     int qp_timeout, in_order_override, n_connecting, new_failures;
     int flag_polled;            /* a connection polls memory: no CQE per arrival */
     double t_keepalive;
     unsigned polls;             /* progress calls; clock read every 256th */
-    rcache_t *rcache;           /* zero-copy registrations */
+    rdma_verbs_rc_t rc_src;     /* send buffers the peer reads: REMOTE_READ */
+    rdma_verbs_rc_t rc_dst;     /* receive buffers our reads fill: LOCAL_WRITE */
     int memev_on, said_reg, said_memev;
     char memev_err[160];        /* why registrations are not cached */
+    const char *fork_mode;      /* rdma_xport_verbs_fork_mode() */
 };
 
 static int rdma_verbs_cq_poll(rdma_xport_t * xp);
@@ -258,33 +295,65 @@ rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-static uint32_t rdma_verbs_hash(const char *s)
+/* Our CM QKEY and auth from the kernel's random source. */
+static int rdma_verbs_cm_keys(rdma_xport_t * xp)
 {
-    uint32_t h = 2166136261u;
-    for (; s && *s; s++)
-        h = (h ^ (uint8_t) * s) * 16777619u;
-    return h;
+    uint64_t r[2];
+
+    if (getrandom(r, sizeof(r), 0) != (ssize_t) sizeof(r))
+        return -1;
+    xp->qkey = (uint32_t) r[0] & 0x7fffffffu;
+    xp->auth = r[1];
+    return 0;
 }
 
-/* Zeroed, page-aligned, registered (never with RELAXED_ORDERING). */
+/* Zeroed, whole pages, not inherited by a child (see Fork), registered
+ * (never with RELAXED_ORDERING). */
 static int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
 {
-    if (posix_memalign(&m->buf, (size_t) sysconf(_SC_PAGESIZE), len))
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
+
+    m->len = (len + page - 1) & ~(page - 1);
+    if (posix_memalign(&m->buf, page, m->len))
         m->buf = NULL;
     if (m->buf) {
-        memset(m->buf, 0, len);
+        memset(m->buf, 0, m->len);
+        madvise(m->buf, m->len, MADV_DONTFORK);
         m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
     }
     return m->buf && m->mr ? RDMA_XPORT_OK : RDMA_XPORT_ENOMEM;
 }
 
+/* The heap gets the pages back inheritable. */
 static void rdma_verbs_mem_free(rdma_verbs_mem_t * m)
 {
     if (m->mr)
         ibv_dereg_mr(m->mr);
+    if (m->buf)
+        madvise(m->buf, m->len, MADV_DOFORK);
     free(m->buf);
     m->mr = NULL;
     m->buf = NULL;
+}
+
+/* The fork mode (see Fork): "unneeded", "enabled" (by the environment, an
+ * earlier call or init() now) or "unprotected" (init() failed).  query and
+ * init are ibv_is_fork_initialized and ibv_fork_init, or a test's fakes. */
+const char *rdma_xport_verbs_fork_mode(int (*query)(void), int (*init)(void))
+{
+    switch (query()) {
+    case IBV_FORK_UNNEEDED:
+        return "unneeded";
+    case IBV_FORK_ENABLED:
+        return "enabled";
+    default:
+        return init() ? "unprotected" : "enabled";
+    }
+}
+
+static int rdma_verbs_fork_query(void)
+{
+    return (int) ibv_is_fork_initialized();
 }
 
 /* -------------------------------------------------------- device and port */
@@ -403,16 +472,16 @@ static int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i)
     return ibv_post_recv(xp->ud, &wr, &bad);
 }
 
-static int rdma_verbs_ud_modify(struct ibv_qp *qp, enum ibv_qp_state s, uint8_t port)
+static int rdma_verbs_ud_modify(rdma_xport_t * xp, enum ibv_qp_state s)
 {
-    struct ibv_qp_attr a = {.qp_state = s, .port_num = port, .qkey = RDMA_VERBS_QKEY };
+    struct ibv_qp_attr a = {.qp_state = s, .port_num = xp->port, .qkey = xp->qkey };
     int mask = IBV_QP_STATE;
 
     if (s == IBV_QPS_INIT)
         mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
     else if (s == IBV_QPS_RTS)
         mask |= IBV_QP_SQ_PSN;
-    return ibv_modify_qp(qp, &a, mask);
+    return ibv_modify_qp(xp->ud, &a, mask);
 }
 
 static int rdma_verbs_ud_create(rdma_xport_t * xp)
@@ -428,9 +497,8 @@ static int rdma_verbs_ud_create(rdma_xport_t * xp)
                              (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND), IBV_ACCESS_LOCAL_WRITE))
         return -1;
     xp->ud = ibv_create_qp(xp->pd, &ia);
-    if (!xp->ud || rdma_verbs_ud_modify(xp->ud, IBV_QPS_INIT, xp->port)
-        || rdma_verbs_ud_modify(xp->ud, IBV_QPS_RTR, xp->port)
-        || rdma_verbs_ud_modify(xp->ud, IBV_QPS_RTS, xp->port))
+    if (!xp->ud || rdma_verbs_ud_modify(xp, IBV_QPS_INIT) || rdma_verbs_ud_modify(xp, IBV_QPS_RTR)
+        || rdma_verbs_ud_modify(xp, IBV_QPS_RTS))
         return -1;
     for (i = 0; i < RDMA_VERBS_UD_NRECV; i++)
         if (rdma_verbs_ud_post_recv(xp, i))
@@ -446,17 +514,21 @@ static void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
 
     for (i = 0; i < 16; i++)
         sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
-    snprintf(card, len, "%s.%u.%u.%u", hex, xp->pattr.lid, xp->ud->qp_num, xp->port);
+    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx", hex, xp->pattr.lid, xp->ud->qp_num, xp->port,
+             xp->qkey, (unsigned long long) xp->auth);
 }
 
-/* Card -> the peer's CM QP number and an address vector through our port. */
-static int rdma_verbs_card_parse(rdma_xport_t * xp, const char *card, struct ibv_ah_attr *ah,
-                                 uint32_t * udqpn)
+/* Card -> the peer's CM QP number, QKEY and auth, and an address vector
+ * through our port. */
+static int rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
 {
-    unsigned lid, qpn, port, b, i;
+    struct ibv_ah_attr *ah = &vc->path;
+    unsigned lid, qpn, port, qkey, b, i;
+    unsigned long long auth;
     char hex[33];
 
-    if (sscanf(card, "%32[0-9a-f].%u.%u.%u", hex, &lid, &qpn, &port) != 4 || strlen(hex) != 32)
+    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx", hex, &lid, &qpn, &port, &qkey, &auth) != 6
+        || strlen(hex) != 32)
         return -1;
     memset(ah, 0, sizeof(*ah));
     for (i = 0; i < 16; i++) {
@@ -464,14 +536,16 @@ static int rdma_verbs_card_parse(rdma_xport_t * xp, const char *card, struct ibv
             return -1;
         ah->grh.dgid.raw[i] = (uint8_t) b;
     }
-    ah->port_num = xp->port;
+    ah->port_num = vc->xp->port;
     ah->dlid = (uint16_t) lid;
-    if (xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+    if (vc->xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
         ah->is_global = 1;
-        ah->grh.sgid_index = (uint8_t) xp->gid_index;
+        ah->grh.sgid_index = (uint8_t) vc->xp->gid_index;
         ah->grh.hop_limit = 64;
     }
-    *udqpn = qpn;
+    vc->peer_udqpn = qpn;
+    vc->peer_qkey = qkey;
+    vc->peer_auth = auth;
     return 0;
 }
 
@@ -481,7 +555,7 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
 
     memset(m, 0, sizeof(*m));
     m->magic = RDMA_VERBS_MAGIC;
-    m->job = xp->job;
+    m->auth = vc->peer_auth;
     m->type = (uint8_t) type;
     m->in_order = (uint8_t) vc->in_order_local;
     m->rd_atomic = (uint8_t) vc->max_rd_atomic;
@@ -512,7 +586,7 @@ static void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
     struct ibv_send_wr wr = {
         .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
         .send_flags = IBV_SEND_SIGNALED,
-        .wr.ud = {.ah = vc->ah, .remote_qpn = vc->peer_udqpn, .remote_qkey = RDMA_VERBS_QKEY}
+        .wr.ud = {.ah = vc->ah, .remote_qpn = vc->peer_udqpn, .remote_qkey = vc->peer_qkey}
     }, *bad;
 
     if (!xp->ud_send_free)
@@ -756,7 +830,7 @@ static int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs
     rc = RDMA_XPORT_ERR;
     card[0] = '\0';
     if (xp->prm.card_of(xp->prm.arg, c->peer, card, sizeof(card))
-        || rdma_verbs_card_parse(xp, card, &vc->path, &vc->peer_udqpn)) {
+        || rdma_verbs_card_parse(vc, card)) {
         rdma_verbs_err_set(xp->err, sizeof(xp->err), "no valid verbs address for rank %d "
                            "(business card fragment '%s')", c->peer, card);
         goto fail;
@@ -888,8 +962,11 @@ static void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m
 {
     rdma_verbs_conn_t *vc;
 
-    if (m->magic != RDMA_VERBS_MAGIC || m->job != xp->job || m->dst != xp->prm.rank
-        || m->src < 0 || m->src >= xp->prm.size)
+    if (m->magic != RDMA_VERBS_MAGIC || m->auth != xp->auth) {
+        xp->cm_dropped++;
+        return;
+    }
+    if (m->dst != xp->prm.rank || m->src < 0 || m->src >= xp->prm.size)
         return;
     if (m->type == RDMA_VERBS_MSG_REQ) {
         rdma_verbs_cm_req(xp, m);
@@ -1061,16 +1138,15 @@ static void rdma_verbs_keepalive(rdma_xport_t * xp)
 
 /* ----------------------------------------------- zero-copy: RDMA read */
 
-/* rcache backend.  Watch before registering: an unmap in between cannot
- * be missed (the registration then fails or its event is queued).  Memory
- * that cannot be watched (file-backed, e.g. an executable's .data) is
- * registered for one use only. */
+/* rcache backend (ctx: rdma_verbs_rc_t).  Watch before registering: an
+ * unmap in between cannot be missed (the registration then fails or its
+ * event is queued).  Memory that cannot be watched (file-backed, e.g. an
+ * executable's .data) is registered for one use only. */
 static int rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key)
 {
-    rdma_xport_t *xp = ctx;
-    int once = xp->memev_on && memev_watch(addr, len) != MEMEV_OK;
-    struct ibv_mr *m = ibv_reg_mr(xp->pd, addr, len,
-                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    rdma_verbs_rc_t *vr = ctx;
+    int once = vr->xp->memev_on && memev_watch(addr, len) != MEMEV_OK;
+    struct ibv_mr *m = ibv_reg_mr(vr->xp->pd, addr, len, vr->access);
 
     if (!m)
         return errno ? -errno : -ENOMEM;
@@ -1085,20 +1161,30 @@ static void rdma_verbs_rc_dereg(void *ctx, void *mr)
     ibv_dereg_mr(mr);
 }
 
+/* A released range invalidates both caches (arg: the xport). */
 static void rdma_verbs_rc_inval(void *arg, uintptr_t start, size_t len)
 {
-    rcache_invalidate(arg, start, len);
+    rdma_xport_t *xp = arg;
+
+    rcache_invalidate(xp->rc_src.rc, start, len);
+    rcache_invalidate(xp->rc_dst.rc, start, len);
 }
 
 static void rdma_verbs_rc_flush(void *arg)
 {
-    rcache_flush(arg);
+    rdma_xport_t *xp = arg;
+
+    rcache_flush(xp->rc_src.rc);
+    rcache_flush(xp->rc_dst.rc);
 }
 
 static void rdma_verbs_rc_drain(void *ctx, rcache_t * rc)
 {
-    if (((rdma_xport_t *) ctx)->memev_on)
-        memev_drain(rdma_verbs_rc_inval, rdma_verbs_rc_flush, rc);
+    rdma_xport_t *xp = ((rdma_verbs_rc_t *) ctx)->xp;
+
+    (void) rc;
+    if (xp->memev_on)
+        memev_drain(rdma_verbs_rc_inval, rdma_verbs_rc_flush, xp);
 }
 
 static const rcache_ops_t rdma_verbs_rc_ops = {
@@ -1111,22 +1197,39 @@ static int rdma_verbs_rc_open(rdma_xport_t * xp)
 
     xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == MEMEV_OK;
     cfg.cache = xp->memev_on;
-    return rcache_create(&cfg, &rdma_verbs_rc_ops, xp, &xp->rcache);
+    xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
+    xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
+        return -1;
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RCACHE_OK)
+        return 0;
+    rcache_destroy(xp->rc_src.rc);
+    return -1;
 }
 
-/* A region for [addr, addr+len), or -1 after saying once why not. */
-static int rdma_verbs_rc_get(rdma_xport_t * xp, const void *addr, size_t len,
+static void rdma_verbs_rc_close(rdma_xport_t * xp)
+{
+    rcache_destroy(xp->rc_src.rc);
+    rcache_destroy(xp->rc_dst.rc);
+    if (xp->memev_on)
+        memev_close();
+}
+
+/* A region of cache vr for [addr, addr+len), or -1 after saying once why
+ * not. */
+static int rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
                              rcache_region_t ** r, int *hit)
 {
+    rdma_xport_t *xp = vr->xp;
     int e;
 
     if (!xp->memev_on && !xp->said_memev++)
         fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
                 "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
-    e = rcache_get(xp->rcache, addr, len, r, hit);
+    e = rcache_get(vr->rc, addr, len, r, hit);
     if (e == RCACHE_OK)
         return 0;
-    e = e == RCACHE_ERR_REG ? rcache_reg_errno(xp->rcache) : ENOMEM;
+    e = e == RCACHE_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
     rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot register %zu bytes at %p: %s%s", len,
                        addr, strerror(e), e == ENOMEM || e == EAGAIN ?
                        " (memlock or NIC limit: raise ulimit -l or lower "
@@ -1144,7 +1247,7 @@ static int rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t *
     rdma_conn_t *c = ctx;
     rcache_region_t *r;
 
-    if (rdma_verbs_rc_get(c->xport, addr, len, &r, hit))
+    if (rdma_verbs_rc_get(&c->xport->rc_src, addr, len, &r, hit))
         return -1;
     *key = r->key;
     *handle = r;
@@ -1153,7 +1256,38 @@ static int rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t *
 
 static void rdma_verbs_unexpose(void *ctx, void *handle)
 {
-    rcache_put(((rdma_conn_t *) ctx)->xport->rcache, handle);
+    rcache_put(((rdma_conn_t *) ctx)->xport->rc_src.rc, handle);
+}
+
+/* The receive region for a read into [at, at+len): registered for the
+ * rest of len within at's window (see the top), so the window's later
+ * reads hit it.  *k is cut back to end at the window's end. */
+static int rdma_verbs_dst_get(rdma_xport_t * xp, char *at, size_t len, size_t *k,
+                              rcache_region_t ** r)
+{
+    size_t w = RDMA_VERBS_REG_WINDOW - ((uintptr_t) at & (RDMA_VERBS_REG_WINDOW - 1));
+
+    w = w < len ? w : len;
+    *k = *k < w ? *k : w;
+    return rdma_verbs_rc_get(&xp->rc_dst, at, w, r, NULL);
+}
+
+int rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                             void **handle)
+{
+    size_t k = len;
+    rcache_region_t *r;
+
+    if (rdma_verbs_dst_get(xp, addr, len, &k, &r))
+        return -1;
+    *key = r->key;
+    *handle = r;
+    return 0;
+}
+
+void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle)
+{
+    rcache_put(xp->rc_dst.rc, handle);
 }
 
 static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
@@ -1180,15 +1314,16 @@ static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t r
     while (i < n && *posted < len && vc->rd_head - vc->rd_tail < rdma_verbs_reads_max(vc)
            && vc->sq_free > RDMA_VERBS_SQ_RESERVE + 1) {
         char *at = (char *) dst[i].iov_base + off;
-        k = dst[i].iov_len - off;
-        k = k < len - *posted ? k : len - *posted;
-        k = k < RDMA_VERBS_READ_MAX ? k : RDMA_VERBS_READ_MAX;
-        if (rdma_verbs_rc_get(vc->xp, at, k, &r, NULL))
+        size_t rest = dst[i].iov_len - off;
+
+        rest = rest < len - *posted ? rest : len - *posted;
+        k = rest < RDMA_VERBS_READ_MAX ? rest : RDMA_VERBS_READ_MAX;
+        if (rdma_verbs_dst_get(vc->xp, at, rest, &k, &r))
             return *posted == 0 && vc->rd_head == vc->rd_tail ? ZC_PULL_REFUSED : ZC_PULL_OK;
         if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
                             raddr + *posted, (uint32_t) key, -1,
                             RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
-            rcache_put(vc->xp->rcache, r);
+            rcache_put(vc->xp->rc_dst.rc, r);
             return ZC_PULL_FAILED;
         }
         vc->reads[vc->rd_head % RDMA_VERBS_READS_MAX].len = (uint32_t) k;
@@ -1207,7 +1342,7 @@ static void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
 {
     uint32_t t = vc->rd_tail++ % RDMA_VERBS_READS_MAX;
 
-    rcache_put(vc->xp->rcache, vc->reads[t].reg);
+    rcache_put(vc->xp->rc_dst.rc, vc->reads[t].reg);
     zc_pulled(&vc->c->zc, vc->reads[t].len);
 }
 
@@ -1216,18 +1351,34 @@ static const zc_ops_t rdma_verbs_zc_ops = {
     rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull, NULL
 };
 
-static int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
+static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, char *buf,
+                               size_t len)
 {
     rcache_stats_t st;
 
-    rcache_stats_get(xp->rcache, &st);
-    return snprintf(buf, len, "rcache %s: hits %llu misses %llu evictions %llu invalidations "
-                    "%llu uncached %llu failures %llu; %zu regions (%zu B), %zu idle",
-                    xp->memev_on ? "on" : "off", (unsigned long long) st.hits,
-                    (unsigned long long) st.misses, (unsigned long long) st.evictions,
-                    (unsigned long long) st.invalidations, (unsigned long long) st.uncached,
-                    (unsigned long long) st.reg_failures, st.regions, st.bytes,
-                    st.idle_regions);
+    rcache_stats_get(vr->rc, &st);
+    return snprintf(buf, len, "%s: hits %llu misses %llu evictions %llu invalidations "
+                    "%llu uncached %llu failures %llu; %zu regions (%zu B), %zu idle", what,
+                    (unsigned long long) st.hits, (unsigned long long) st.misses,
+                    (unsigned long long) st.evictions, (unsigned long long) st.invalidations,
+                    (unsigned long long) st.uncached, (unsigned long long) st.reg_failures,
+                    st.regions, st.bytes, st.idle_regions);
+}
+
+static int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "rcache %s, ", xp->memev_on ? "on" : "off");
+
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rc_stats(&xp->rc_src, "send", buf + n, len - n);
+    if (n >= 0 && (size_t) n + 2 < len)
+        n += snprintf(buf + n, len - n, "; ");
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
+    if (n >= 0 && (size_t) n < len)
+        n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped",
+                      (unsigned long long) xp->cm_dropped);
+    return n;
 }
 
 /* --------------------------------------------------------- completions */
@@ -1320,7 +1471,6 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
         xp->prm.timeout = 30;
     xp->qp_timeout = rdma_verbs_qp_timeout(xp->prm.timeout);
     xp->inline_req = (uint32_t) prm->inline_size;
-    xp->job = rdma_verbs_hash(prm->job);
     /* test/diagnostic only: flag polling although the device does not say
      * it is safe (see the ordering notes at the top) */
     xp->in_order_override = getenv("CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER") != NULL;
@@ -1328,6 +1478,17 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     xp->rng[0] = (unsigned short) getpid();
     xp->rng[1] = (unsigned short) time(NULL);
     xp->rng[2] = (unsigned short) (uintptr_t) xp;
+    if (rdma_verbs_cm_keys(xp)) {
+        rdma_verbs_err_set(err, errlen, "cannot draw the connection keys: getrandom: %s",
+                           strerror(errno));
+        rc = RDMA_XPORT_ERR;
+        goto err_free;
+    }
+    xp->fork_mode = rdma_xport_verbs_fork_mode(rdma_verbs_fork_query, ibv_fork_init);
+    if (!strcmp(xp->fork_mode, "unprotected"))
+        fprintf(stderr, "[ch3:rdma] rank %d: ibv_fork_init failed: memory registered for RDMA "
+                "is not protected against fork() (system(), popen()) on this kernel\n",
+                prm->rank);
     if ((rc = rdma_verbs_dev_open(xp, err, errlen)))
         goto err_free;
     rc = RDMA_XPORT_ERR;
@@ -1355,7 +1516,7 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     rdma_verbs_err_set(err, errlen, "cannot set up %s: %s failed: %s",
                        ibv_get_device_name(xp->ctx->device), what, strerror(errno));
     rc = RDMA_XPORT_ENOMEM;
-    if (xp->memev_on)   /* unwind in reverse order */
+    if (xp->memev_on)   /* unwind in reverse order; the caches failed */
         memev_close();
     if (xp->ud)
         ibv_destroy_qp(xp->ud);
@@ -1446,9 +1607,7 @@ static int rdma_verbs_finalize(rdma_xport_t * xp)
             rdma_verbs_close(xp, xp->slots[i]->c);
     free(xp->slots);
     free(xp->gens);
-    rcache_destroy(xp->rcache);
-    if (xp->memev_on)
-        memev_close();
+    rdma_verbs_rc_close(xp);
     ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
     ibv_destroy_cq(xp->cq);
@@ -1514,12 +1673,14 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
     if (!vc)
         return snprintf(buf, len, "not connected");
     return snprintf(buf, len, "verbs mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
-                    "sq=%u/%u signalled=%u rq=%u qp_timeout=%d dev=%s gid_index=%d cm=%d",
+                    "sq=%u/%u signalled=%u rq=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
+                    "fork=%s",
                     rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->xp->pattr.active_mtu, vc->sq_free,
                     vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, vc->xp->qp_timeout,
-                    ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm);
+                    ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm,
+                    vc->xp->fork_mode);
 }
 
 const rdma_xport_ops_t rdma_xport_verbs = {

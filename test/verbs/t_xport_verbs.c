@@ -15,6 +15,7 @@
  * Without a device only the two open() failure checks run.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,16 +28,18 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <infiniband/verbs.h>
+
 #include "rb_pipe.h"
 #include "rdma_xport.h"
 #include "tap.h"
 
-/* verbs-only queries exported by rdma_xport_verbs.c */
 
 #define MAXP 4
 #define CARD_LEN 256
 #define GROUP_LIMIT 90.0       /* seconds per scenario */
 #define RING (64 * 1024)
+#define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
 typedef struct scen {
     int nprocs;
@@ -52,6 +55,8 @@ typedef struct scen {
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
     int silent_rank;            /* this rank never calls progress */
     int late_rank;              /* this rank sleeps 1.5 s before progressing */
+    int zcopy;                  /* rank 0 RDMA-reads rank 1's buffers (rank_zcopy) */
+    int forge;                  /* rank 0 gets rank 1's card with a wrong auth */
     double timeout;
 } scen_t;
 
@@ -181,7 +186,8 @@ static int rank_progress(node_t * nd)
     int rc = rdma_xport_verbs.progress(nd->xp);
     if (rc == RDMA_XPORT_OK)
         return 0;
-    if (rc == RDMA_XPORT_EPEER && (nd->sc->kill_rank > 0 || nd->sc->silent_rank > 0)) {
+    if (rc == RDMA_XPORT_EPEER && (nd->sc->kill_rank > 0 || nd->sc->silent_rank > 0
+                                   || nd->sc->forge)) {
         say(nd, "P %.6f %s", now_s(), rdma_xport_verbs.error(nd->xp));
         return 1;
     }
@@ -355,6 +361,101 @@ static void rank_pingpong(node_t * nd)
             "(%d iterations)", rtt[0] * 5e5, rtt[n / 2] * 5e5, (now_s() - t0) * 5e5 / n, n);
 }
 
+/* zcopy, rank 1: expose a send buffer (as zc does for a REQ) and, through
+ * the test hook, register a receive-side region; tell rank 0 both keys. */
+typedef struct zmsg {
+    uint64_t src, src_key, dst, dst_key;
+} zmsg_t;
+
+static void rank_zcopy_offer(node_t * nd, void **src, void **hs, void **hd)
+{
+    rdma_conn_t *c = &nd->conns[0];
+    uint8_t *s = aligned_alloc(4096, ZLEN), *d = malloc(65536);
+    zmsg_t m = { (uintptr_t) s, 0, (uintptr_t) d, 0 };
+    struct iovec iov = { &m, sizeof(m) };
+    size_t i, acc = 0;
+    int hit;
+
+    for (i = 0; s && i < ZLEN; i++)
+        s[i] = gen(1, 0, i);
+    if (!s || !d || rdma_xport_verbs.zc->expose(c, s, ZLEN, &m.src_key, hs, &hit)
+        || rdma_xport_verbs_dst_key(nd->xp, d, 65536, &m.dst_key, hd)) {
+        say(nd, "D cannot register the zcopy buffers: %s", rdma_xport_verbs.error(nd->xp));
+        exit(1);
+    }
+    while (acc == 0 && !rank_progress(nd))
+        if (rb_pipe_putv(&c->pipe, &iov, 1, &acc))
+            exit(1);
+    *src = s;
+}
+
+/* zcopy, rank 0: read len bytes at the peer's raddr into dst; 0 once all
+ * have landed, -1 when the connection failed (diagnosis in *why). */
+static int rank_zcopy_read(node_t * nd, uint8_t * dst, uint64_t raddr, uint64_t key,
+                           size_t len, const char **why)
+{
+    rdma_conn_t *c = &nd->conns[1];
+    double limit = now_s() + GROUP_LIMIT;
+    size_t posted = 0, k;
+
+    c->zc.rx.done = 0;
+    while (c->zc.rx.done < len && now_s() < limit) {
+        struct iovec iov = { dst + posted, len - posted };
+
+        if (posted < len && rdma_xport_verbs.zc->pull(c, &iov, 1, raddr + posted, key,
+                                                      len - posted, &k) == ZC_PULL_OK)
+            posted += k;
+        if (rdma_xport_verbs.progress(nd->xp) != RDMA_XPORT_OK || c->state == RDMA_CONN_FAILED) {
+            *why = rdma_xport_verbs.error(nd->xp);
+            return -1;
+        }
+    }
+    *why = c->zc.rx.done < len ? "timed out" : "";
+    return c->zc.rx.done < len ? -1 : 0;
+}
+
+/* zcopy, rank 0: the send buffer arrives intact in an unaligned
+ * destination, registered once (not once per read); the receive-side
+ * region is not readable. */
+static void rank_zcopy_take(node_t * nd)
+{
+    uint8_t *buf = malloc(ZLEN + 16), *dst = buf + 16;
+    unsigned long long hits = 0, misses = 99;
+    struct iovec iov;
+    char stats[1024];
+    const char *why, *r;
+    size_t got = 0, i, bad = 0;
+    zmsg_t m;
+
+    while (got < sizeof(m) && !rank_progress(nd)) {
+        iov = (struct iovec) { (char *) &m + got, sizeof(m) - got };
+        if (rb_pipe_getv(&nd->conns[1].pipe, &iov, 1, &i))
+            exit(1);
+        got += i;
+    }
+    if (rank_zcopy_read(nd, dst, m.src, m.src_key, ZLEN, &why)) {
+        say(nd, "D RDMA read of the exposed send buffer failed: %s", why);
+        exit(1);
+    }
+    for (i = 0; i < ZLEN; i++)
+        bad += dst[i] != gen(1, 0, i);
+    rdma_xport_verbs.stats(nd->xp, stats, sizeof(stats));
+    r = strstr(stats, "receive: ");
+    if (r)
+        sscanf(r, "receive: hits %llu misses %llu", &hits, &misses);
+    say(nd, "D zcopy: %u B read into offset 16, %zu bad bytes, receive registrations: "
+        "%llu misses, %llu hits (%s)", ZLEN, bad, misses, hits, stats);
+    if (bad || misses > 2)
+        exit(1);
+    if (rank_zcopy_read(nd, buf, m.dst, m.dst_key, 65536, &why) == 0) {
+        say(nd, "D the peer's receive-side region could be read with RDMA: it grants "
+            "REMOTE_READ");
+        exit(1);
+    }
+    say(nd, "D RDMA read of a receive-side region failed as it must: %s", why);
+    free(buf);
+}
+
 static void rank_connect(node_t * nd)
 {
     const scen_t *sc = nd->sc;
@@ -375,7 +476,7 @@ static void rank_connect(node_t * nd)
     }
     while (nd->nready < sc->nprocs - 1) {
         if (rank_progress(nd)) {
-            if (sc->silent_rank > 0)
+            if (sc->silent_rank > 0 || sc->forge)
                 return;
             exit(1);
         }
@@ -421,6 +522,28 @@ static void rank_barrier(node_t * nd)
         exit(2);
 }
 
+/* forge, rank 1: progress while rank 0's REQs (with a wrong auth) come
+ * in and go unanswered; they must have been counted as dropped. */
+static void rank_forged(node_t * nd)
+{
+    double until = now_s() + nd->sc->timeout + 1;
+    unsigned long long dropped = 0;
+    char stats[1024];
+    const char *d;
+
+    while (now_s() < until)
+        if (rank_progress(nd))
+            exit(1);
+    rdma_xport_verbs.stats(nd->xp, stats, sizeof(stats));
+    d = strstr(stats, "cm: ");
+    if (d)
+        sscanf(d, "cm: %llu", &dropped);
+    say(nd, "D rank 1: %llu CM datagrams without its auth dropped", dropped);
+    rank_barrier(nd);
+    rdma_xport_verbs.finalize(nd->xp);
+    exit(dropped ? 0 : 1);
+}
+
 /* The silent rank: holds its device open and never progresses until the
  * driver's barrier releases it. */
 static void rank_silent(node_t * nd)
@@ -435,6 +558,7 @@ static void rank_main(const scen_t * sc, int rank, int fd)
     node_t nd = {.rank = rank, .fd = fd, .sc = sc, .seed = 12345u + (unsigned) rank };
     rdma_xport_params_t prm;
     char card[CARD_LEN], err[512], line[MAXP * (CARD_LEN + 1) + 8], *tok, *save;
+    void *zsrc = NULL, *zh[2];
     int p, rc;
 
     if (sc->unsafe_in_order)
@@ -455,13 +579,26 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         str_copy(nd.cards[p++], CARD_LEN, tok);
     if (rank == sc->silent_rank)
         rank_silent(&nd);
+    if (sc->forge && rank == 1)
+        rank_forged(&nd);
+    if (sc->forge)      /* the auth is the card's last hex digits */
+        nd.cards[1][strlen(nd.cards[1]) - 1] ^= 1;
     rank_connect(&nd);
-    if (sc->silent_rank <= 0 && !rank_stream(&nd)) {
+    if (sc->silent_rank <= 0 && !sc->forge && !rank_stream(&nd)) {
         if (sc->pingpong)
             rank_pingpong(&nd);
         rank_check_ready(&nd);
     }
+    if (sc->zcopy && rank == 1)
+        rank_zcopy_offer(&nd, &zsrc, &zh[0], &zh[1]);
+    if (sc->zcopy && rank == 0)
+        rank_zcopy_take(&nd);
     rank_barrier(&nd);
+    if (zsrc) {
+        rdma_xport_verbs.zc->unexpose(&nd.conns[0], zh[0]);
+        rdma_xport_verbs_dst_put(nd.xp, zh[1]);
+        free(zsrc);
+    }
     for (p = 0; p < sc->nprocs; p++)
         if (p != rank)
             rdma_xport_verbs.close(nd.xp, &nd.conns[p]);
@@ -748,11 +885,55 @@ static const struct {
      {.nprocs = 3, .all_connect = 1, .inline_size = 4096}, NULL},
     {"late", "responder progresses 1.5 s late (duplicate REQs queued): one connection",
      {.late_rank = 1, .timeout = 10}, NULL},
+    {"zcopy", "2 ranks, RDMA read of an exposed 8 MiB send buffer into an unaligned "
+     "destination, registered once, not per read; a receive-side region cannot be read",
+     {.zcopy = 1}, NULL},
     {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
      {.kill_rank = 1, .timeout = 5}, "connection to rank 1 failed: "},
+    {"forged", "connection requests without the peer's auth are dropped and counted "
+     "(timeout 3 s)", {.forge = 1, .timeout = 3}, "rank 1 did not answer the connection request"},
     {"silent", "connect to a rank that never answers (timeout 3 s)",
      {.silent_rank = 1, .timeout = 3}, "rank 1 did not answer the connection request within 3 s"}
 };
+
+/* The fork decision of open() with ibv_is_fork_initialized and
+ * ibv_fork_init faked: init only where the kernel does not copy pinned
+ * pages and nobody enabled it yet. */
+static int fake_fork_status, fake_fork_init_rc, fake_fork_inits;
+
+static int fake_fork_query(void)
+{
+    return fake_fork_status;
+}
+
+static int fake_fork_init(void)
+{
+    fake_fork_inits++;
+    return fake_fork_init_rc;
+}
+
+static int fork_mode_is(int status, int init_rc, const char *want, int inits)
+{
+    const char *got;
+
+    fake_fork_status = status;
+    fake_fork_init_rc = init_rc;
+    fake_fork_inits = 0;
+    got = rdma_xport_verbs_fork_mode(fake_fork_query, fake_fork_init);
+    return !strcmp(got, want) && fake_fork_inits == inits;
+}
+
+static void check_fork_mode(void)
+{
+    ok(fork_mode_is(IBV_FORK_UNNEEDED, 0, "unneeded", 0),
+       "fork: kernel copies pinned pages (>= 5.13): no ibv_fork_init");
+    ok(fork_mode_is(IBV_FORK_ENABLED, 0, "enabled", 0),
+       "fork: already enabled (RDMAV_FORK_SAFE): no second ibv_fork_init");
+    ok(fork_mode_is(IBV_FORK_DISABLED, 0, "enabled", 1),
+       "fork: older kernel: ibv_fork_init before the first registration");
+    ok(fork_mode_is(IBV_FORK_DISABLED, EINVAL, "unprotected", 1),
+       "fork: ibv_fork_init fails: reported unprotected");
+}
 
 int main(int argc, char **argv)
 {
@@ -761,6 +942,7 @@ int main(int argc, char **argv)
 
     device = argc > 1 && *argv[1] ? argv[1] : NULL;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    check_fork_mode();
     ok(check_open_fails("open(device=nosuchdev)", "nosuchdev", 0, RDMA_XPORT_ENODEV,
                         "no RDMA device with an active port (ibv_get_device_list found"),
        "open() with device=nosuchdev fails with the no-device diagnosis");
