@@ -283,22 +283,28 @@ static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
 }
 
 /* Before the first pull of a large REQ whose destination is one range
- * (dst, the caller's iov from the REQ's first byte): ask the sender to
- * push the second half, and pull only the first. */
+ * (dst, the caller's iov from the REQ's first byte): expose the second
+ * half to the sender (it writes there), ask it to push that half, and
+ * pull only the first. */
 static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
 {
     size_t h = z->rx.len / 2 & ~(size_t) 4095;
     zc_push_t m = { z->rx.id, 0, h, z->rx.len - h, (uintptr_t) dst->iov_base + h };
-    int sent = 0, rc;
+    uint64_t key;
+    int sent = 0, hit, rc;
 
     if (!z->cfg.split_min || z->rx.len < z->cfg.split_min || !z->ops->push || !h
-        || dst->iov_len < z->rx.len)
+        || dst->iov_len < z->rx.len
+        || z->ops->expose(z->ctx, (const char *) dst->iov_base + h, z->rx.len - h, &key,
+                          &z->rx.push_handle, &hit))
         return RB_OK;
     rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_PUSH, &m, sizeof(m), &sent);
     if (rc == RB_OK && sent) {
         z->rx.pull_end = z->rx.split_at = h;
         z->rx.push_wait = 1;
         z->stats.split_msgs++;
+    } else {
+        z->ops->unexpose(z->ctx, z->rx.push_handle);
     }
     return rc;
 }
@@ -312,6 +318,7 @@ static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
     if (!z->rx.push_wait || m->id != z->rx.id || m->status > ZC_FIN_REFUSED)
         return RB_ERR_PROTO;
     z->rx.push_wait = 0;
+    z->ops->unexpose(z->ctx, z->rx.push_handle);
     if (!z->rx.active)
         return RB_OK;           /* we refused the REQ meanwhile (no CMA) */
     if (m->status == ZC_FIN_OK)

@@ -26,9 +26,10 @@
  *
  * Split copy (transports with push, i.e. shm/CMA; cfg.split_min > 0).  A
  * REQ of at least split_min bytes whose destination is one contiguous
- * range is copied by both ends at once: the receiver sends PUSH {id, off,
- * len, raddr} asking the sender to write the second half into its memory
- * (ops->push), and pulls the first half itself meanwhile; the sender
+ * range is copied by both ends at once: the receiver exposes the second
+ * half (ops->expose, released at PUSHED) and sends PUSH {id, off, len,
+ * raddr} asking the sender to write it into its memory (ops->push), and
+ * pulls the first half itself meanwhile; the sender
  * answers PUSHED {id, status}.  Both cores copy half the bytes: where one
  * core's copy is bound by memory traffic, that is up to twice the
  * bandwidth.  A refused push is pulled by the receiver after all.
@@ -123,6 +124,7 @@ typedef struct zc_conn {
         size_t split_at;        /* split copy: the pushed part starts here */
         size_t pushed;          /* PUSHED ok: bytes that join done and posted
                                  * once done (really pulled) reaches split_at */
+        void *push_handle;      /* the pushed range, exposed until PUSHED */
         uint32_t id, fin_id;
         int active, fin_due, fin_status, push_wait;
     } rx;

@@ -25,11 +25,17 @@
  * Zero-copy (zc.h) is CMA: the receiver copies the sender's buffer once with
  * process_vm_readv, the shm analogue of an RDMA read; nothing is registered.
  * CMA needs ptrace access to the peer.  Under Yama ptrace_scope 1 only an
- * ancestor may attach, and ranks are siblings, so open() lets any process
- * of ours attach (PR_SET_PTRACER_ANY; the same-uid rule still holds).
- * Where CMA stays forbidden (scope 2/3, seccomp, containers) the pull is
- * refused, the sender falls back to the ring (pipelined double copy) and
- * we say so once.
+ * ancestor may attach, and ranks are siblings, so the first expose() (this
+ * process is about to be the target of a peer's CMA copy: a sender's REQ,
+ * or a receiver's split PUSH) lets any process of the same user attach
+ * (PR_SET_PTRACER_ANY), and finalize() resets that.  Linux has no
+ * PR_GET_PTRACER, so the reset is to "none", not to what the process had
+ * before.  A job that never moves a zero-copy part (LARGE_PROTOCOL=copy,
+ * or only small messages) never opens itself.  Where CMA stays forbidden
+ * (scope 2/3, seccomp, containers) the pull is refused, the sender falls
+ * back to the ring (pipelined double copy) and we say so once.
+ *
+ * Fork: every region is MADV_DONTFORK (a child has no use for the rings).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE             /* memfd_create */
@@ -88,6 +94,8 @@ struct rdma_xport {
     uint64_t doorbell;          /* last value seen */
     uint32_t wake_key;          /* wake_seq when the wait was armed */
     shm_peer_t *peer;           /* [size] */
+    int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
+    int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
     char err[256];
 };
 
@@ -168,11 +176,18 @@ static const rb_xport_ops_t rdma_shm_pipe_ops = {
 
 /* ---- zero-copy: CMA ---- */
 
-/* Nothing to register: the peer reads our memory directly. */
+/* Nothing to register: the peer copies our memory directly, which Yama
+ * scope 1 allows only once we say so (see the top). */
 static int rdma_shm_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
                            void **handle, int *hit)
 {
-    (void) ctx, (void) addr, (void) len;
+    rdma_xport_t *xp = ((rdma_conn_t *) ctx)->xport;
+
+    (void) addr, (void) len;
+    if (xp->yama_scope == 1 && !xp->ptracer_any) {
+        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        xp->ptracer_any = 1;
+    }
     *key = 0;
     *handle = NULL;
     *hit = 1;
@@ -237,18 +252,19 @@ static const zc_ops_t rdma_shm_zc_ops = {
     rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull, rdma_shm_push
 };
 
-/* Yama scope 1 (only ancestors may attach) would forbid CMA between
- * sibling ranks; elsewhere leave the ptracer setting alone. */
-static void rdma_shm_cma_allow(void)
+/* kernel.yama.ptrace_scope, -1 without Yama.  Scope 1 (only ancestors
+ * may attach) forbids CMA between sibling ranks until rdma_shm_expose. */
+static int rdma_shm_yama_scope(void)
 {
     FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    int scope = 0;
+    int scope = -1;
 
     if (!f)
-        return;
-    if (fscanf(f, "%d", &scope) == 1 && scope == 1)
-        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        return -1;
+    if (fscanf(f, "%d", &scope) != 1)
+        scope = -1;
     fclose(f);
+    return scope;
 }
 
 /* ---- lifecycle ---- */
@@ -309,7 +325,8 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                           cardlen);
         goto fail_map;
     }
-    rdma_shm_cma_allow();
+    madvise(xp->map, xp->maplen, MADV_DONTFORK);
+    xp->yama_scope = rdma_shm_yama_scope();
     *xpp = xp;
     return RDMA_XPORT_OK;
   fail_map:
@@ -371,6 +388,7 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     if (map == MAP_FAILED)
         return SHM_FAIL(xp, RDMA_XPORT_ENOMEM, "shm: cannot map %zu bytes of rank %d: %s", len,
                         q, strerror(e));
+    madvise(map, len, MADV_DONTFORK);
     bad = rdma_shm_check(xp, map, q);
     if (bad) {
         munmap(map, len);
@@ -484,6 +502,8 @@ static int rdma_shm_finalize(rdma_xport_t * xp)
 
     for (r = 0; r < xp->prm.size; r++)
         rdma_shm_unmap(&xp->peer[r]);
+    if (xp->ptracer_any)        /* to "none": see the top */
+        prctl(PR_SET_PTRACER, 0, 0, 0, 0);
     munmap(xp->map, xp->maplen);
     close(xp->fd);
     free(xp->peer);

@@ -443,6 +443,8 @@ static void test_split(void)
     ok(FB.z.stats.split_msgs == 1 && FA.z.stats.pushed_bytes == 1 << 19 && FA.pushes == 1,
        "split copy: the sender pushed the second half (%llu B)",
        (unsigned long long) FA.z.stats.pushed_bytes);
+    ok(FB.exposed == 1 && FB.unexposed == 1,
+       "split copy: the receiver exposed the pushed half until PUSHED");
     ok(xfer_run(&FA, &FB, 65535, NULL) && FB.z.stats.split_msgs == 1,
        "below split_min: pulled whole");
     FA.push_refuse = 1;
