@@ -1,7 +1,8 @@
 # build-progs.sh -- sourced by the MPI tests after lib.sh.
 # mpi_setup: P = the ch3:rdma prefix, W = a scratch directory (removed on
-# exit) holding cpi, mpi_check and mpi_large built with P's mpicc, and
-# no_cma (CMA forbidden by seccomp, as in containers).
+# exit) holding cpi and the test programs of test/mpi (mpi_check, mpi_large,
+# mpi_stress, mpi_fork, mpi_ptracer) built with P's mpicc, and no_cma (CMA
+# forbidden by seccomp, as in containers).
 mpi_setup() {
     P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
     W=$(mktemp -d)
@@ -9,6 +10,9 @@ mpi_setup() {
     "$P/bin/mpicc" -O2 -o "$W/cpi" "$P/../src/examples/cpi.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_check" "$TOP/test/mpi/mpi_check.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_large" "$TOP/test/mpi/mpi_large.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_stress" "$TOP/test/mpi/mpi_stress.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_fork" "$TOP/test/mpi/mpi_fork.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_ptracer" "$TOP/test/mpi/mpi_ptracer.c" &&
         "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" ||
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }

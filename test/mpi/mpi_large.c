@@ -3,8 +3,10 @@
  * copy paths (run it with each MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL).  Rank 0
  * prints TAP.
  *
- *   mpi_large [max_mib [huge]]   sizes up to max_mib MiB (default 64);
- *                                huge: also one message of 2 GiB + 1 MiB
+ *   mpi_large [max_mib [huge [MIB [ROFF]]]]
+ *       sizes up to max_mib MiB (default 64); huge: also one message of
+ *       MIB MiB (default 2049: 2 GiB + 1 MiB) received at offset ROFF;
+ *       max_mib 0: that message only
  *
  * The remap checks catch stale registrations: a buffer is sent (so its
  * pages may be cached as registered), unmapped, and new memory is mapped
@@ -165,27 +167,31 @@ static void crossing(void)
     free(st);
 }
 
-/* 2 GiB + 1 MiB in one message (count of a 1 MiB contiguous type). */
-static void huge(void)
+/* One message of mib MiB (count of a 1 MiB contiguous type) received at
+ * byte offset roff of the receive buffer: > 2 GiB exceeds what one
+ * process_vm_readv moves, so the copies come back short. */
+static void huge(size_t mib, size_t roff)
 {
-    size_t len = 2049 * (size_t) MiB;
-    unsigned char *b = rank < 2 ? malloc(len) : NULL;
+    size_t len = mib * MiB;
+    unsigned char *b = rank < 2 ? malloc(len + roff) : NULL;
     long errs = rank < 2 && b == NULL;
+    char what[80];
     MPI_Datatype t;
 
     MPI_Type_contiguous(MiB, MPI_BYTE, &t);
     MPI_Type_commit(&t);
     if (b && rank == 0) {
         fill(b, len, 51);
-        MPI_Send(b, 2049, t, 1, 4, MPI_COMM_WORLD);
+        MPI_Send(b, (int) mib, t, 1, 4, MPI_COMM_WORLD);
     } else if (b && rank == 1) {
-        memset(b, 0, len);
-        MPI_Recv(b, 2049, t, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        errs += bad_bytes(b, len, 51) != 0;
+        memset(b, 0, len + roff);
+        MPI_Recv(b + roff, (int) mib, t, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        errs += bad_bytes(b + roff, len, 51) != 0;
     }
     MPI_Type_free(&t);
     free(b);
-    report(errs, "2 GiB + 1 MiB message, verified");
+    snprintf(what, sizeof(what), "%zu MiB message into receive offset %zu, verified", mib, roff);
+    report(errs, what);
 }
 
 int main(int argc, char **argv)
@@ -197,15 +203,17 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 0)
-        printf("1..%d\n", 6 + big);
-    sizes(max);
-    remap(0);
-    remap(1);
-    realloc_cycle();
-    vector();
-    crossing();
+        printf("1..%d\n", max ? 6 + big : big);
+    if (max) {
+        sizes(max);
+        remap(0);
+        remap(1);
+        realloc_cycle();
+        vector();
+        crossing();
+    }
     if (big)
-        huge();
+        huge(argc > 3 ? strtoul(argv[3], NULL, 0) : 2049, argc > 4 ? strtoul(argv[4], NULL, 0) : 0);
     MPI_Finalize();
     return failures ? 1 : 0;
 }

@@ -4,7 +4,30 @@
 . "$(dirname "$0")/../lib.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 10
+plan 15
+
+# Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
+# ranks needs the target's PR_SET_PTRACER.  The ranks run without
+# CAP_SYS_PTRACE, which would bypass Yama.
+ptracer_checks() {
+    local y=/proc/sys/kernel/yama/ptrace_scope old no='Operation not permitted'
+    local drop=(setpriv --inh-caps=-sys_ptrace --bounding-set=-sys_ptrace --)
+    if [ ! -w $y ]; then
+        ok 0 "# SKIP Yama ptrace_scope: no Yama in this kernel"
+        ok 0 "# SKIP Yama ptrace_scope: no Yama in this kernel"
+        return
+    fi
+    old=$(cat $y) && echo 1 >$y
+    mkdir -p "$W/pt1" "$W/pt2"
+    expect_output 0 "cma before=$no after-large=$no after-finalize=$no" \
+        "Yama scope 1, copy protocol: no rank opens itself to CMA" -- \
+        "${drop[@]}" env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy "$P/bin/mpiexec" -n 2 \
+        "$W/mpi_ptracer" "$W/pt1"
+    expect_output 0 "cma before=$no after-large=ok after-finalize=$no" \
+        "Yama scope 1, zero-copy: a rank opens itself at its first exposure, closes at finalize" -- \
+        "${drop[@]}" "$P/bin/mpiexec" -n 2 "$W/mpi_ptracer" "$W/pt2"
+    echo "$old" >$y
+}
 V=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
 expect_output 0 '^1\.\.6' "verbs forced, 2 ranks, flag polling or write-imm (auto)" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
@@ -15,10 +38,16 @@ expect_output 0 '^1\.\.6' "verbs forced, basic pipe mode" -- \
 expect_output 0 'rank 0 on node0' "2 nodes x 2 ranks (shm on-node, verbs across)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_check" 262144
 expect_output 0 'pi is approximately' "cpi across 2 nodes" -- "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/cpi"
-expect_output 0 'verbs: rcache on: hits [1-9]' \
+expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
+# first touch of a malloc'd buffer 16 bytes past a page: registered in a few
+# windows, not once per RDMA read (it was 128 misses)
+expect_output 0 'rank 1 verbs: rcache on, send: [^;]*; [^;]*; receive: hits [0-9]+ misses [1-4] ' \
+    "verbs forced, 128 MiB first-touch zero-copy into offset 16: at most 4 receive registrations" -- \
+    env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_large" 0 huge 128 16
 expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "verbs forced, copy path only (superpipeline)" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
@@ -27,6 +56,12 @@ expect_output 0 '^ok 6 ' "verbs forced, copy path, fixed 16 KiB frames" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4
 expect_output 0 '^ok 6 ' "large messages across 2 nodes x 2 ranks (auto)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_large" 2
+expect_output 0 'fork=(unneeded|enabled)' \
+    "verbs forced, fork()+exec and children writing into buffers in flight; fork mode reported" -- \
+    env $V MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -n 2 "$W/mpi_fork"
+expect_output 0 '^ok 1 .* 0 mismatches' "verbs forced, randomized stress, 40 s, sizes 0..4 MiB" -- \
+    env $V "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 40 --max 4194304
+ptracer_checks
 expect_output 1 'ulimit -l' "low memlock limit gives a one-line diagnosis" -- \
     bash -c 'ulimit -l 64; exec env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs '"$P/bin/mpiexec"' -n 2 '"$W/cpi"
 done_testing
