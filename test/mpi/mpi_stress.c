@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 0, it;
     long iters = -1, nhuge = 0;
-    double seconds = 10, t0;
+    double seconds = 10, t0, t_rand;
     size_t max = 64u << 20;
     slab_t slabs[2] = { {NULL, 0}, {NULL, 0} };
     totals_t t = { 0, 0, 0 }, sum;
@@ -337,14 +337,16 @@ int main(int argc, char **argv)
                "ranks and --iters)\n", (unsigned long long) seed, size, max);
         fflush(stdout);
     }
-    t0 = MPI_Wtime();
+    t0 = t_rand = MPI_Wtime();
     for (it = 0; size > 1 && go; it++) {
-        if ((long) it < nhuge && size >= 2)
+        if ((long) it < nhuge) {
             huge(seed, it, 2100u << 20, &t);
-        else
+            t_rand = MPI_Wtime();       /* --seconds is for the random traffic */
+        } else {
             iteration(seed, it, max, slabs, &t);
+        }
         if (rank == 0)
-            go = iters >= 0 ? (long) it + 1 < iters + nhuge : MPI_Wtime() - t0 < seconds;
+            go = iters >= 0 ? (long) it + 1 < iters + nhuge : MPI_Wtime() - t_rand < seconds;
         MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
     MPI_Reduce(&t.msgs, &sum.msgs, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
