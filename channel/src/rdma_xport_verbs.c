@@ -20,8 +20,9 @@
  * (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
  * CAP_NET_RAW), and every CM message carries the 64-bit auth of its
  * destination; one without ours is dropped and counted (stats), never
- * fatal, before anything is looked up or allocated.  connect() creates the connection's
- * memory and QP (INIT) and sends REQ {rank, qpn, psn, ring and ctl
+ * fatal, before anything is looked up or allocated.
+ *   connect() creates the connection's memory and QP (INIT) and sends REQ
+ * {rank, qpn, psn, ring and ctl
  * addr+rkey, max_rd_atomic, in-order capability}.  The responder gets the
  * object with conn_of(rank) (NULL: the REQ is ignored and the initiator times
  * out), creates the same if needed, goes RTR+RTS and answers REP.  The
@@ -100,8 +101,8 @@
  * window hits the region its first read registered, and windows share no
  * page, so an unaligned buffer never makes the cache merge ever-growing
  * regions.  Read completions arrive in order (one RC QP): each releases its
- * region and reports its bytes with zc_pulled().  Cached registrations are only
- * safe while the memory stays mapped: zcopy/memev reports unmaps (watch
+ * region and reports its bytes with zc_pulled().  Cached registrations are
+ * only safe while the memory stays mapped: zcopy/memev reports unmaps (watch
  * before register, so none is missed) and the cache drains those events
  * before every lookup; without memev every registration is dropped after
  * use (rcache cache=0), said once.

@@ -56,7 +56,9 @@ typedef struct rng {
 
 static rng_t rng_of(uint64_t seed, uint64_t it, int rank, int what)
 {
-    rng_t r = { mix(seed ^ mix(it * 0x9e3779b97f4a7c15ULL ^ ((uint64_t) rank << 32 | (unsigned) what))) };
+    uint64_t who = (uint64_t) rank << 32 | (unsigned) what;
+    rng_t r = { mix(seed ^ mix(it * 0x9e3779b97f4a7c15ULL ^ who)) };
+
     return r;
 }
 
