@@ -185,8 +185,21 @@ prepare_rdma_tree() {
     run_if_changed "$(cvar_hash)" "$tree/.stamp-cvars" regen_cvars "$tree" || true
 }
 
+# Hash of what an installed prefix is built from: the configure arguments
+# and, for ch3:rdma, the channel's files.
+build_hash() {
+    { echo "$1"; [ "$dev" != rdma ] || (cd "$top" && channel_files | xargs cat); } | hash_of
+}
+
 build_tree() {
-    local tree=$1 root=$2 args=$3
+    local tree=$1 root=$2 args=$3 h
+    h=$(build_hash "$args")
+    # Nothing changed since the last install: leave the prefix alone (a
+    # reinstall rewrites lib/ under programs that are using it).
+    if [ -f "$root/build/.configured" ] && [ -x "$root/prefix/bin/mpichversion" ] &&
+        [ "$(cat "$root/.stamp-installed" 2>/dev/null)" = "$h" ]; then
+        log "ch3:$dev is up to date in $root/prefix"; return
+    fi
     mkdir -p "$root/build"
     if [ ! -f "$root/build/.configured" ]; then
         log "configuring ch3:$dev (log: $root/build/configure.log)"
@@ -199,6 +212,7 @@ build_tree() {
         { grep -E -B2 -A6 'error|Error' "$root/build/make.log" | tail -40 >&2; die "make failed"; }
     "$root/prefix/bin/mpichversion" | grep -q "ch3:$dev" ||
         die "$root/prefix/bin/mpichversion does not report ch3:$dev"
+    echo "$h" > "$root/.stamp-installed"
 }
 
 main() {

@@ -196,6 +196,12 @@ static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
     return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->cfg.ring_size - 1))) != 0;
 }
 
+/* 1 if the last getv stopped at a CTRL frame (the caller's to peek). */
+static inline int rb_pipe_rx_at_ctrl(const rb_pipe_t * p)
+{
+    return p->rx.at_ctrl;
+}
+
 /* Completion-driven mode: the transport saw a write of `frames` frames
  * land. */
 void rb_pipe_landed(rb_pipe_t * p, unsigned frames);

@@ -421,7 +421,7 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
         taken = 0;
         /* a control frame stopped getv, or there is no iov to fill (FINs
          * are consumed then too); else no second poll on the hot path */
-        if (rc == RB_OK && (m == 0 || z->pipe->rx.at_ctrl))
+        if (rc == RB_OK && (m == 0 || rb_pipe_rx_at_ctrl(z->pipe)))
             rc = zc_ctrl_take(z, &taken);
         if (!taken)
             break;

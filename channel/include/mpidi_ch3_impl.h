@@ -1,14 +1,16 @@
 /*
  * ch3:rdma -- channel internals shared by the ch3_*.c files.
  *
- * Layers: CH3 glue (ch3_init.c, ch3_send.c, ch3_progress.c) calls only the
- * five-function RDMA channel interface below (rdma_channel.c), which maps
- * each VC to a transport connection and its rb_pipe.
+ * Layers (channel/README.md): CH3 glue (ch3_init.c, ch3_send.c,
+ * ch3_progress.c) calls only the five-function RDMA channel interface below
+ * (rdma_channel.c), which maps each VC to its link (rdma_link.h): a
+ * transport connection with its pipe and rendezvous.
  */
 #ifndef MPIDI_CH3_IMPL_H_INCLUDED
 #define MPIDI_CH3_IMPL_H_INCLUDED
 
 #include "mpidimpl.h"
+#include "rdma_config.h"
 
 /* The five-function RDMA channel interface (seed 003, P3 sec. 2.2). */
 int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
@@ -21,9 +23,13 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_poll_transports(void);
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc);
+int MPIDI_CH3I_RDMA_busy(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
+
+/* The CVARs, validated (rdma_cvars.c). */
+int MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg);
 
 /* Send side (ch3_send.c) and receive side (ch3_progress.c). */
 int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed);

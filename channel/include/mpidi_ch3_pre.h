@@ -4,7 +4,7 @@
 #ifndef MPIDI_CH3_PRE_H_INCLUDED
 #define MPIDI_CH3_PRE_H_INCLUDED
 
-#include "rdma_xport.h"
+#include "rdma_link.h"
 
 /* Spawn and ports need a connect-to-root path the channel does not have. */
 #define MPIDI_CH3_HAS_NO_DYNAMIC_PROCESS
@@ -22,7 +22,7 @@ typedef struct MPIDI_CH3I_VC {
     struct MPIR_Request *recv_active;   /* request whose data is arriving */
     void *pkt;                  /* header being assembled (MPIDI_CH3_Pkt_t) */
     size_t pkt_off;             /* bytes of *pkt already read */
-    rdma_conn_t conn;           /* transport connection and its pipe */
+    rdma_link_t conn;           /* transport connection, pipe, rendezvous */
     struct MPIDI_VC *next_ready;        /* list of READY VCs polled by progress */
     int on_ready_list;
     int terminating;            /* 1: close protocol done, 2: torn down */

@@ -84,7 +84,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
     memset(&vc->ch, 0, sizeof(vc->ch));
     vc->ch.pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
     MPIR_ERR_CHKANDJUMP(vc->ch.pkt == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    vc->ch.conn.state = RDMA_CONN_IDLE;
+    vc->ch.conn.xc.state = RDMA_CONN_IDLE;
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -102,7 +102,7 @@ int MPIDI_CH3_VC_Destroy(MPIDI_VC_t * vc)
 const char *MPIDI_CH3_VC_GetStateString(MPIDI_VC_t * vc)
 {
     static const char *names[] = { "idle", "connecting", "ready", "closed", "failed" };
-    return names[vc->ch.conn.state];
+    return names[vc->ch.conn.xc.state];
 }
 #endif
 

@@ -136,8 +136,7 @@ static int terminate_if_drained(MPIDI_VC_t * vc)
 {
     int mpi_errno = MPI_SUCCESS;
 
-    if (vc->ch.terminating != 1 || vc->ch.sendq_head != NULL ||
-        (vc->ch.conn.state == RDMA_CONN_READY && zc_busy(&vc->ch.conn.zc)))
+    if (vc->ch.terminating != 1 || vc->ch.sendq_head != NULL || MPIDI_CH3I_RDMA_busy(vc))
         return MPI_SUCCESS;
     vc->ch.terminating = 2;
     mpi_errno = MPIDI_CH3I_RDMA_close(vc);

@@ -1,21 +1,26 @@
 /*
  * rdma_xport: what a transport (shm, verbs) provides under the channel.
  *
- * Plain C, no MPICH: the CH3 glue (ch3_*.c) and the standalone tests both
- * drive transports through this table.  A transport owns the memory behind
- * each connection's rb_pipe (ring, stage, head/tail words) and makes stage
- * writes visible at the peer; everything else (framing, credits, flow
- * control) is the pipe's.
+ * Plain C, no MPICH.  The layer below the protocol (channel/README.md):
+ * the owner (the channel, rdma_link.c, or a test) calls down through this
+ * table and hears back only through the events it registered in
+ * rdma_xport_params_t.  A transport never names the pipe or the rendezvous:
+ * it owns the memory a connection's pipe runs over (ring, stage, head/tail
+ * words; handed up with the bind event) and implements the two ops tables
+ * those protocols call downward (pipe_ops: make stage bytes visible at the
+ * peer; zc: expose, pull, push), both with ctx = c->priv.
  *
  * Lifecycle:
  *   open()      once per process; returns this process's business-card
  *               fragment (one token without spaces), published by the owner
  *               (PMI KVS via CH3's business card) before anyone connects.
  *   connect()   starts connecting c->peer (asynchronous); progress() later
- *               moves c to RDMA_CONN_READY and calls prm->conn_ready().
- *               A peer may also connect to us: progress() then asks the
- *               owner for the object with prm->conn_of() and readies it.
- *               Whoever connects first wins; both sides end up READY once.
+ *               calls ev.bind() (the pipe memory is known; arrivals may be
+ *               reported from now on), then moves c to RDMA_CONN_READY and
+ *               calls ev.ready().  A peer may also connect to us: progress()
+ *               then asks the owner for the object with ev.conn_of() and
+ *               readies it.  Whoever connects first wins; both sides end up
+ *               READY once.
  *   progress()  polls completions and connection requests; never blocks.
  *   close()     releases one connection (after the CH3 close protocol).
  *   finalize()  releases everything; the xport pointer is dead after it.
@@ -30,8 +35,9 @@
 #define RDMA_XPORT_H_INCLUDED
 
 #include <stddef.h>
-#include "rb_pipe.h"
-#include "zc.h"
+#include <stdint.h>
+#include "rb_pipe.h"            /* rb_xport_ops_t: implemented, never called */
+#include "zc.h"                 /* zc_ops_t: likewise */
 
 enum {
     RDMA_XPORT_OK = 0,
@@ -52,29 +58,49 @@ typedef enum {
 typedef struct rdma_xport rdma_xport_t;
 typedef struct rdma_xport_ops rdma_xport_ops_t;
 
+/* The transport's part of one connection; the owner embeds it. */
 typedef struct rdma_conn {
-    rb_pipe_t pipe;             /* valid once READY */
-    zc_conn_t zc;               /* rendezvous over pipe, set up by the owner
-                                 * in conn_ready (ops->zc, ctx = this conn) */
     int peer;                   /* rank of the peer in the job */
     rdma_conn_state_t state;
     const rdma_xport_ops_t *ops;        /* transport serving this peer */
     rdma_xport_t *xport;
-    void *priv;                 /* transport's per-connection state */
+    void *priv;                 /* transport's per-connection state: the ctx
+                                 * of pipe_ops and zc */
     void *owner;                /* owner's back pointer (the CH3 VC) */
 } rdma_conn_t;
+
+/* The memory one connection's pipe runs over (rb_pipe_init's areas) and
+ * how arrivals are detected there. */
+typedef struct rdma_conn_mem {
+    void *stage;                /* local image of the peer's ring */
+    volatile uint64_t *tail_word;       /* the peer's credits land here */
+    volatile void *ring;        /* the peer's frames land here */
+    volatile uint64_t *head_word;       /* the peer's head (head_writes) */
+    int completion_driven;      /* arrivals come as ev.landed(), not flags */
+} rdma_conn_mem_t;
+
+/* What a transport tells its owner.  Called from inside connect(),
+ * progress() and the ops tables, never from another thread. */
+typedef struct rdma_xport_events {
+    rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
+    int (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */
+    /* c's pipe memory is known (before any arrival can be reported);
+     * non-zero: the owner cannot use it, the connection fails */
+    int (*bind) (void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem);
+    void (*ready) (void *arg, rdma_conn_t * c);         /* c is READY */
+    void (*landed) (rdma_conn_t * c, unsigned frames);  /* completion-driven */
+    void (*pulled) (rdma_conn_t * c, size_t bytes);     /* zc pulls, in order */
+    void *arg;
+} rdma_xport_events_t;
 
 typedef struct rdma_xport_params {
     int rank, size;
     const char *job;            /* unique job id; names shared objects */
-    rb_config_t ring;           /* pipe geometry of shm connections */
-    rb_config_t ring_rdma;      /* of verbs connections: the same ring, maybe
-                                 * another pipeline (superpipeline groups) */
-    /* owner callbacks */
-    rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
-    int (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */
-    void (*conn_ready) (void *arg, rdma_conn_t * c);
-    void *arg;
+    /* the pipe's geometry, which sizes the memory and the queues */
+    size_t ring_size, chunk_size;
+    int head_writes;            /* the pipe writes its head separately
+                                 * (basic mode): twice the writes per frame */
+    rdma_xport_events_t ev;
     /* verbs only */
     const char *device;         /* NULL or "": first active port */
     int port;                   /* 0: first active */
@@ -106,8 +132,11 @@ struct rdma_xport_ops {
     int (*wait_arm) (rdma_xport_t * xp);
     void (*wait) (rdma_xport_t * xp, long timeout_us);
     void (*wait_disarm) (rdma_xport_t * xp);
-    /* Zero-copy rendezvous (zc.h), ctx = the rdma_conn_t; NULL: none.
-     * shm pulls with process_vm_readv, verbs with RDMA read. */
+    /* What the pipe calls to make stage bytes visible (ctx = c->priv). */
+    const rb_xport_ops_t *pipe_ops;
+    /* Zero-copy rendezvous (zc.h), ctx = c->priv; NULL: none.  shm pulls
+     * with process_vm_readv, verbs with RDMA read; completed bytes are
+     * reported with ev.pulled(). */
     const zc_ops_t *zc;
     /* One line of statistics about the transport (e.g. its registration
      * cache), or NULL. */

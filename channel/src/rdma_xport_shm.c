@@ -16,10 +16,10 @@
  * and the region stays sparse: only rings of connected peers are touched.
  *
  * Connecting to q (connect(), or progress() accepting q): map q's region
- * through /proc/<pid>/fd/<fd> from q's card, initialise the pipe, set
- * q.ctl[me].attached and bump q's doorbell (release).  q's progress() sees
- * its doorbell move, finds ctl[me] attached and readies its own end the
- * same way.  Connecting once more after close() is not supported: the rings
+ * through /proc/<pid>/fd/<fd> from q's card, hand the pipe's memory to the
+ * owner (ev.bind), set q.ctl[me].attached and bump q's doorbell
+ * (release).  q's progress() sees its doorbell move, finds ctl[me]
+ * attached and readies its own end the same way.  Connecting once more after close() is not supported: the rings
  * of that slot are no longer zero.
  *
  * Zero-copy (zc.h) is CMA: the receiver copies the sender's buffer once with
@@ -77,6 +77,7 @@ typedef struct shm_ctl {
 } __attribute__((aligned(64))) shm_ctl_t;
 
 typedef struct shm_peer {
+    rdma_xport_t *xp;
     rdma_conn_t *conn;          /* READY connection, or NULL */
     int used;                   /* was connected once: never again */
     uint8_t *map;               /* the peer's region */
@@ -181,7 +182,7 @@ static const rb_xport_ops_t rdma_shm_pipe_ops = {
 static int rdma_shm_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
                            void **handle, int *hit)
 {
-    rdma_xport_t *xp = ((rdma_conn_t *) ctx)->xport;
+    rdma_xport_t *xp = ((shm_peer_t *) ctx)->xp;
 
     (void) addr, (void) len;
     if (xp->yama_scope == 1 && !xp->ptracer_any) {
@@ -204,8 +205,8 @@ static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t rad
                          uint64_t key, size_t len, size_t *posted)
 {
     static int said;
-    rdma_conn_t *c = ctx;
-    shm_peer_t *pe = c->priv;
+    shm_peer_t *pe = ctx;
+    rdma_conn_t *c = pe->conn;
     struct iovec src = { (void *) (uintptr_t) raddr, len };
     ssize_t got = process_vm_readv(pe->pid, dst, (unsigned long) n, &src, 1, 0);
     int e = errno;
@@ -213,17 +214,17 @@ static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t rad
     (void) key;
     *posted = got > 0 ? (size_t) got : 0;
     if (got > 0) {
-        zc_pulled(&c->zc, (size_t) got);
+        pe->xp->prm.ev.pulled(c, (size_t) got);
         return ZC_PULL_OK;
     }
     if (e == EPERM || e == EACCES || e == ENOSYS) {
         if (!said++)
             fprintf(stderr, "[ch3:rdma] rank %d: CMA (process_vm_readv) not permitted: %s; "
                     "large on-node messages use the ring (double copy)\n",
-                    c->xport->prm.rank, strerror(e));
+                    pe->xp->prm.rank, strerror(e));
         return ZC_PULL_REFUSED;
     }
-    SHM_FAIL(c->xport, RDMA_XPORT_EPEER, "shm: process_vm_readv of %zu bytes from rank %d: %s",
+    SHM_FAIL(pe->xp, RDMA_XPORT_EPEER, "shm: process_vm_readv of %zu bytes from rank %d: %s",
              len, c->peer, strerror(e));
     return ZC_PULL_FAILED;
 }
@@ -233,13 +234,13 @@ static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t rad
  * and the receiver pulls this part too. */
 static int rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
 {
-    rdma_conn_t *c = ctx;
+    pid_t pid = ((shm_peer_t *) ctx)->pid;
     size_t done = 0;
 
     while (done < len) {
         struct iovec l = { (char *) src + done, len - done };
         struct iovec r = { (void *) (uintptr_t) (raddr + done), len - done };
-        ssize_t k = process_vm_writev(((shm_peer_t *) c->priv)->pid, &l, 1, &r, 1, 0);
+        ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
 
         if (k <= 0)
             return -1;
@@ -274,13 +275,12 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
 {
     rdma_xport_t *xp;
     shm_hdr_t *h;
-    const char *what;
     char name[SHM_JOB_LEN + 32];
     int rc = RDMA_XPORT_ENOMEM;
 
-    if (rb_config_check(&prm->ring, &what))
-        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: bad ring configuration: %s",
-                            what);
+    if (prm->ring_size == 0 || prm->ring_size % 8)
+        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: bad ring size %zu",
+                            prm->ring_size);
     if (prm->size <= 0 || prm->rank < 0 || prm->rank >= prm->size)
         return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: rank %d outside job of size %d",
                             prm->rank, prm->size);
@@ -293,7 +293,7 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
         rdma_shm_say(err, errlen, rc, "shm: out of memory for %d peers", prm->size);
         goto fail_xp;
     }
-    xp->maplen = rdma_shm_region_len(prm->ring.ring_size, prm->size);
+    xp->maplen = rdma_shm_region_len(prm->ring_size, prm->size);
     snprintf(name, sizeof(name), "ch3-rdma.%s.%d", prm->job ? prm->job : "", prm->rank);
     xp->fd = memfd_create(name, MFD_CLOEXEC);
     if (xp->fd < 0) {
@@ -314,7 +314,7 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     }
     h = (shm_hdr_t *) xp->map;
     h->version = SHM_VERSION;
-    h->ring_size = prm->ring.ring_size;
+    h->ring_size = prm->ring_size;
     h->nslots = prm->size;
     h->rank = prm->rank;
     snprintf(h->job, sizeof(h->job), "%s", prm->job ? prm->job : "");
@@ -363,7 +363,7 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     uint8_t *map;
     const char *bad;
 
-    if (xp->prm.card_of(xp->prm.arg, q, card, sizeof(card)))
+    if (xp->prm.ev.card_of(xp->prm.ev.arg, q, card, sizeof(card)))
         return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: no business card for rank %d", q);
     if (sscanf(card, "%d.%d.%zu%n", &pid, &fd, &len, &n) != 3 || card[n] || len != xp->maplen)
         return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: card \"%s\" of rank %d is not ours "
@@ -401,38 +401,49 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     return RDMA_XPORT_OK;
 }
 
+static void rdma_shm_unmap(shm_peer_t * pe)
+{
+    if (pe->map)
+        munmap(pe->map, pe->maplen);
+    pe->map = NULL;
+    pe->conn = NULL;
+}
+
 /* Set up our end of the connection to c->peer and tell the peer: the one
  * path for connect() and for peers found by progress(). */
 static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
 {
     int me = xp->prm.rank, q = c->peer, rc;
-    size_t ring = xp->prm.ring.ring_size, n = xp->prm.size;
+    size_t ring = xp->prm.ring_size, n = xp->prm.size;
     shm_peer_t *pe = &xp->peer[q];
+    rdma_conn_mem_t mem = { 0 };
 
     c->ops = &rdma_xport_shm;
     c->xport = xp;
     rc = rdma_shm_map(xp, q, pe);
     if (rc)
         goto fail;
+    pe->xp = xp;
+    pe->conn = c;
     pe->rx_ctl = rdma_shm_ctl(xp->map, q);
     pe->tx_ctl = rdma_shm_ctl(pe->map, me);
-    if (rb_pipe_init(&c->pipe, &xp->prm.ring, &rdma_shm_pipe_ops, pe,
-                     rdma_shm_ring(pe->map, ring, n, me), &pe->tx_ctl->tail,
-                     rdma_shm_ring(xp->map, ring, n, q), &pe->rx_ctl->head)) {
-        munmap(pe->map, pe->maplen);
-        pe->map = NULL;
+    c->priv = pe;
+    mem.stage = rdma_shm_ring(pe->map, ring, n, me);
+    mem.tail_word = &pe->tx_ctl->tail;
+    mem.ring = rdma_shm_ring(xp->map, ring, n, q);
+    mem.head_word = &pe->rx_ctl->head;
+    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
+        rdma_shm_unmap(pe);
+        c->priv = NULL;
         rc = SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: cannot set up the pipe to rank %d", q);
         goto fail;
     }
     /* release: our end is set up before the peer may see it */
     __atomic_store_n(&pe->tx_ctl->attached, 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
-    pe->conn = c;
     pe->used = 1;
-    c->priv = pe;
     c->state = RDMA_CONN_READY;
-    if (xp->prm.conn_ready)
-        xp->prm.conn_ready(xp->prm.arg, c);
+    xp->prm.ev.ready(xp->prm.ev.arg, c);
     return RDMA_XPORT_OK;
   fail:
     c->state = RDMA_CONN_FAILED;
@@ -467,7 +478,7 @@ static int rdma_shm_progress(rdma_xport_t * xp)
         if (xp->peer[r].used
             || !__atomic_load_n(&rdma_shm_ctl(xp->map, r)->attached, __ATOMIC_ACQUIRE))
             continue;
-        c = xp->prm.conn_of ? xp->prm.conn_of(xp->prm.arg, r) : NULL;
+        c = xp->prm.ev.conn_of(xp->prm.ev.arg, r);
         if (!c || (c->state != RDMA_CONN_IDLE && c->state != RDMA_CONN_CONNECTING))
             continue;
         c->peer = r;
@@ -475,14 +486,6 @@ static int rdma_shm_progress(rdma_xport_t * xp)
             rc = RDMA_XPORT_EPEER;
     }
     return rc;
-}
-
-static void rdma_shm_unmap(shm_peer_t * pe)
-{
-    if (pe->map)
-        munmap(pe->map, pe->maplen);
-    pe->map = NULL;
-    pe->conn = NULL;
 }
 
 static int rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
@@ -545,9 +548,10 @@ static void rdma_shm_wait(rdma_xport_t * xp, long timeout_us)
 
 static int rdma_shm_describe(const rdma_conn_t * c, char *buf, size_t len)
 {
+    const rdma_xport_params_t *prm = &c->xport->prm;
+
     return snprintf(buf, len, "shm mode=%s ring=%zu chunk=%zu",
-                    c->pipe.cfg.mode == RB_MODE_BASIC ? "basic" : "flag-poll",
-                    c->pipe.cfg.ring_size, c->pipe.cfg.chunk_size);
+                    prm->head_writes ? "basic" : "flag-poll", prm->ring_size, prm->chunk_size);
 }
 
 const rdma_xport_ops_t rdma_xport_shm = {
@@ -562,5 +566,6 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .wait_arm = rdma_shm_wait_arm,
     .wait = rdma_shm_wait,
     .wait_disarm = rdma_shm_wait_disarm,
+    .pipe_ops = &rdma_shm_pipe_ops,
     .zc = &rdma_shm_zc_ops,
 };

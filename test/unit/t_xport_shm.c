@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "rdma_xport.h"
+#include "rdma_link.h"
 #include "tap.h"
 
 #define MAXRANK 4
@@ -31,7 +31,8 @@ static const char *const res_name[R_NRES] = {
 typedef struct node {
     int rank, nready;
     char cards[MAXRANK][CARDLEN];
-    rdma_conn_t conn[MAXRANK];
+    rdma_link_t conn[MAXRANK];
+    rdma_link_config_t link;
     rdma_xport_t *xp;
     uint64_t rng;
     double deadline;
@@ -46,7 +47,12 @@ static int t_card_of(void *arg, int rank, char *buf, size_t len)
 
 static rdma_conn_t *t_conn_of(void *arg, int rank)
 {
-    return &((node_t *) arg)->conn[rank];
+    return &((node_t *) arg)->conn[rank].xc;
+}
+
+static int t_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
+{
+    return rdma_link_bind(c, &((node_t *) arg)->link, mem);
 }
 
 static void t_conn_ready(void *arg, rdma_conn_t * c)
@@ -85,15 +91,15 @@ static int node_open(node_t * nd, int rank, int size, size_t ring, const char *j
     nd->rank = rank;
     nd->rng = 12345 + rank;
     for (i = 0; i < MAXRANK; i++)
-        nd->conn[i].peer = i;
+        nd->conn[i].xc.peer = i;
+    nd->link.ring = (rb_config_t) { ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK, 0, 0, 0, 0 };
     prm.rank = rank;
     prm.size = size;
     prm.job = job;
-    prm.ring = (rb_config_t) { ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK, 0, 0, 0, 0 };
-    prm.conn_of = t_conn_of;
-    prm.card_of = t_card_of;
-    prm.conn_ready = t_conn_ready;
-    prm.arg = nd;
+    prm.ring_size = ring;
+    prm.chunk_size = 256;
+    prm.ev = (rdma_xport_events_t) { t_conn_of, t_card_of, t_bind, t_conn_ready,
+        rdma_link_landed, rdma_link_pulled, nd };
     if (rdma_xport_shm.open(&prm, &nd->xp, nd->cards[rank], CARDLEN, err, sizeof(err))) {
         diag("rank %d: %s", rank, err);
         return -1;
@@ -204,12 +210,12 @@ static void scenario(int rank, int sock, int both, int *res)
         return;
     nd.deadline = now() + 10;
     if (both || rank == 0)
-        rc = rdma_xport_shm.connect(nd.xp, &nd.conn[peer]);
-    while (!rc && nd.conn[peer].state != RDMA_CONN_READY && now() < nd.deadline)
+        rc = rdma_xport_shm.connect(nd.xp, &nd.conn[peer].xc);
+    while (!rc && nd.conn[peer].xc.state != RDMA_CONN_READY && now() < nd.deadline)
         rc = rdma_xport_shm.progress(nd.xp);
     if (rc)
         diag("rank %d: %s", rank, rdma_xport_shm.error(nd.xp));
-    res[R_READY] = nd.conn[peer].state == RDMA_CONN_READY;
+    res[R_READY] = nd.conn[peer].xc.state == RDMA_CONN_READY;
     if (res[R_READY]) {
         res[R_STREAM] = node_stream(&nd, peer, both ? 1 << 20 : 4 << 20) == 0;
         res[R_PINGPONG] = node_pingpong(&nd, peer, 1000) == 0;
@@ -223,7 +229,7 @@ static void scenario(int rank, int sock, int both, int *res)
     rdma_xport_shm.progress(nd.xp);
     res[R_ONCE] = nd.nready == 1;
     sock_swap(sock, &sync, &sync, 1);
-    rdma_xport_shm.close(nd.xp, &nd.conn[peer]);
+    rdma_xport_shm.close(nd.xp, &nd.conn[peer].xc);
     rdma_xport_shm.finalize(nd.xp);
 }
 
@@ -270,13 +276,13 @@ static void run_local(void)
         return;
     }
     strcpy(a.cards[1], b.cards[1]);     /* same length, other geometry */
-    rc = rdma_xport_shm.connect(a.xp, &a.conn[1]);
+    rc = rdma_xport_shm.connect(a.xp, &a.conn[1].xc);
     e = rdma_xport_shm.error(a.xp);
     ok(rc == RDMA_XPORT_EPEER && strstr(e, "rank 1") && strstr(e, "ring_size")
-       && a.conn[1].state == RDMA_CONN_FAILED, "mismatched region refused: %s", e);
+       && a.conn[1].xc.state == RDMA_CONN_FAILED, "mismatched region refused: %s", e);
     snprintf(a.cards[1], CARDLEN, "999999999.3.%s", strrchr(b.cards[1], '.') + 1);
-    a.conn[1].state = RDMA_CONN_IDLE;
-    rc = rdma_xport_shm.connect(a.xp, &a.conn[1]);
+    a.conn[1].xc.state = RDMA_CONN_IDLE;
+    rc = rdma_xport_shm.connect(a.xp, &a.conn[1].xc);
     ok(rc == RDMA_XPORT_EPEER && strstr(e, "cannot open /proc/999999999/fd/3 of rank 1"),
        "dead peer refused: %s", e);
     rdma_xport_shm.finalize(a.xp);
@@ -287,11 +293,11 @@ static void run_local(void)
         return;
     }
     s.deadline = now() + 5;
-    ok(rdma_xport_shm.connect(s.xp, &s.conn[0]) == RDMA_XPORT_OK
+    ok(rdma_xport_shm.connect(s.xp, &s.conn[0].xc) == RDMA_XPORT_OK
        && node_all(&s, 0, (uint8_t *) m, sizeof(m), 0) == 0
        && node_all(&s, 0, (uint8_t *) r, sizeof(r), 1) == 0 && !strcmp(m, r) && s.nready == 1,
        "self connection carries data");
-    rdma_xport_shm.close(s.xp, &s.conn[0]);
+    rdma_xport_shm.close(s.xp, &s.conn[0].xc);
     rdma_xport_shm.finalize(s.xp);
 }
 

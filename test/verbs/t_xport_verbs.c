@@ -31,7 +31,7 @@
 #include <infiniband/verbs.h>
 
 #include "rb_pipe.h"
-#include "rdma_xport.h"
+#include "rdma_link.h"
 #include "tap.h"
 
 
@@ -64,7 +64,8 @@ typedef struct node {
     int rank, fd;
     const scen_t *sc;
     char cards[MAXP][CARD_LEN];
-    rdma_conn_t conns[MAXP];
+    rdma_link_t conns[MAXP];
+    rdma_link_config_t link;
     int nready, ready_calls[MAXP];
     rdma_xport_t *xp;
     unsigned seed;
@@ -125,7 +126,7 @@ static rdma_conn_t *cb_conn_of(void *arg, int rank)
     node_t *nd = arg;
     if (rank < 0 || rank >= nd->sc->nprocs || rank == nd->rank)
         return NULL;
-    return &nd->conns[rank];
+    return &nd->conns[rank].xc;
 }
 
 static int cb_card_of(void *arg, int rank, char *buf, size_t len)
@@ -137,11 +138,31 @@ static int cb_card_of(void *arg, int rank, char *buf, size_t len)
     return 0;
 }
 
+static int cb_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
+{
+    return rdma_link_bind(c, &((node_t *) arg)->link, mem);
+}
+
 static void cb_conn_ready(void *arg, rdma_conn_t * c)
 {
     node_t *nd = arg;
     if (nd->ready_calls[c->peer]++ == 0)
         nd->nready++;
+}
+
+/* The pipe over every connection (the superpipeline in small steps). */
+static void link_fill(const scen_t * sc, rdma_link_config_t * link)
+{
+    rb_config_t *r = &link->ring;
+
+    memset(link, 0, sizeof(*link));
+    *r = (rb_config_t) { RING, 256, 8192, RING / 4, sc->mode, 0, 0, 0, 0 };
+    if (sc->super) {
+        r->max_frame = 1024;
+        r->sched_c0 = 2048;
+        r->sched_q = 2.0;
+        r->sched_max = RING / 4;
+    }
 }
 
 static void params_fill(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
@@ -150,21 +171,11 @@ static void params_fill(const scen_t * sc, node_t * nd, rdma_xport_params_t * pr
     prm->rank = nd ? nd->rank : 0;
     prm->size = sc->nprocs;
     prm->job = "t_xport_verbs";
-    prm->ring_rdma.ring_size = RING;
-    prm->ring_rdma.chunk_size = 256;
-    prm->ring_rdma.max_frame = 8192;
-    prm->ring_rdma.credit_threshold = RING / 4;
-    prm->ring_rdma.mode = sc->mode;
-    if (sc->super) {
-        prm->ring_rdma.max_frame = 1024;
-        prm->ring_rdma.sched_c0 = 2048;
-        prm->ring_rdma.sched_q = 2.0;
-        prm->ring_rdma.sched_max = RING / 4;
-    }
-    prm->conn_of = cb_conn_of;
-    prm->card_of = cb_card_of;
-    prm->conn_ready = cb_conn_ready;
-    prm->arg = nd;
+    prm->ring_size = RING;
+    prm->chunk_size = 256;
+    prm->head_writes = sc->mode == RB_MODE_BASIC;
+    prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
+        rdma_link_landed, rdma_link_pulled, nd };
     prm->device = device;
     prm->gid_index = -1;
     prm->inline_size = sc->inline_size;
@@ -218,7 +229,7 @@ static int flow_send(node_t * nd, int p, flow_t * f, size_t total)
         n += k;
     }
     if (rb_pipe_putv(&nd->conns[p].pipe, iov, niov, &acc)) {
-        if (nd->conns[p].state != RDMA_CONN_FAILED)
+        if (nd->conns[p].xc.state != RDMA_CONN_FAILED)
             say(nd, "D rb_pipe_putv to rank %d failed: %s", p, rdma_xport_verbs.error(nd->xp));
         return -1;
     }
@@ -266,7 +277,7 @@ static int rank_stream(node_t * nd)
                 continue;
             if ((fl[p].sent < sc->stream && flow_send(nd, p, &fl[p], sc->stream))
                 || (fl[p].rcvd < sc->stream && flow_recv(nd, p, &fl[p], sc->stream))) {
-                if (nd->conns[p].state == RDMA_CONN_FAILED && rank_progress(nd))
+                if (nd->conns[p].xc.state == RDMA_CONN_FAILED && rank_progress(nd))
                     return 1;   /* the write itself saw the failure */
                 exit(1);
             }
@@ -278,7 +289,7 @@ static int rank_stream(node_t * nd)
         }
         if (now_s() > limit) {
             char desc[512];
-            rdma_xport_verbs.describe(&nd->conns[!nd->rank], desc, sizeof(desc));
+            rdma_xport_verbs.describe(&nd->conns[!nd->rank].xc, desc, sizeof(desc));
             say(nd, "D stream stuck: sent %zu rcvd %zu of %zu; %s", fl[!nd->rank].sent,
                 fl[!nd->rank].rcvd, sc->stream, desc);
             exit(1);
@@ -369,7 +380,7 @@ typedef struct zmsg {
 
 static void rank_zcopy_offer(node_t * nd, void **src, void **hs, void **hd)
 {
-    rdma_conn_t *c = &nd->conns[0];
+    rdma_link_t *c = &nd->conns[0];
     uint8_t *s = aligned_alloc(4096, ZLEN), *d = malloc(65536);
     zmsg_t m = { (uintptr_t) s, 0, (uintptr_t) d, 0 };
     struct iovec iov = { &m, sizeof(m) };
@@ -378,7 +389,7 @@ static void rank_zcopy_offer(node_t * nd, void **src, void **hs, void **hd)
 
     for (i = 0; s && i < ZLEN; i++)
         s[i] = gen(1, 0, i);
-    if (!s || !d || rdma_xport_verbs.zc->expose(c, s, ZLEN, &m.src_key, hs, &hit)
+    if (!s || !d || rdma_xport_verbs.zc->expose(c->xc.priv, s, ZLEN, &m.src_key, hs, &hit)
         || rdma_xport_verbs_dst_key(nd->xp, d, 65536, &m.dst_key, hd)) {
         say(nd, "D cannot register the zcopy buffers: %s", rdma_xport_verbs.error(nd->xp));
         exit(1);
@@ -394,7 +405,7 @@ static void rank_zcopy_offer(node_t * nd, void **src, void **hs, void **hd)
 static int rank_zcopy_read(node_t * nd, uint8_t * dst, uint64_t raddr, uint64_t key,
                            size_t len, const char **why)
 {
-    rdma_conn_t *c = &nd->conns[1];
+    rdma_link_t *c = &nd->conns[1];
     double limit = now_s() + GROUP_LIMIT;
     size_t posted = 0, k;
 
@@ -402,10 +413,10 @@ static int rank_zcopy_read(node_t * nd, uint8_t * dst, uint64_t raddr, uint64_t 
     while (c->zc.rx.done < len && now_s() < limit) {
         struct iovec iov = { dst + posted, len - posted };
 
-        if (posted < len && rdma_xport_verbs.zc->pull(c, &iov, 1, raddr + posted, key,
+        if (posted < len && rdma_xport_verbs.zc->pull(c->xc.priv, &iov, 1, raddr + posted, key,
                                                       len - posted, &k) == ZC_PULL_OK)
             posted += k;
-        if (rdma_xport_verbs.progress(nd->xp) != RDMA_XPORT_OK || c->state == RDMA_CONN_FAILED) {
+        if (rdma_xport_verbs.progress(nd->xp) != RDMA_XPORT_OK || c->xc.state == RDMA_CONN_FAILED) {
             *why = rdma_xport_verbs.error(nd->xp);
             return -1;
         }
@@ -469,7 +480,7 @@ static void rank_connect(node_t * nd)
     for (p = 0; p < sc->nprocs; p++) {
         if (p == nd->rank || (!sc->all_connect && p < nd->rank))
             continue;
-        if (rdma_xport_verbs.connect(nd->xp, &nd->conns[p])) {
+        if (rdma_xport_verbs.connect(nd->xp, &nd->conns[p].xc)) {
             say(nd, "D connect to rank %d: %s", p, rdma_xport_verbs.error(nd->xp));
             exit(1);
         }
@@ -488,13 +499,13 @@ static void rank_connect(node_t * nd)
     for (p = 0; p < sc->nprocs && nd->rank == 0; p++) {
         if (p == nd->rank)
             continue;
-        rdma_xport_verbs.describe(&nd->conns[p], desc, sizeof(desc));
+        rdma_xport_verbs.describe(&nd->conns[p].xc, desc, sizeof(desc));
         say(nd, "D rank 0 -> %d: %s", p, desc);
     }
     if (nd->rank == 0) {
         const char *m;
 
-        rdma_xport_verbs.describe(&nd->conns[1], desc, sizeof(desc));
+        rdma_xport_verbs.describe(&nd->conns[1].xc, desc, sizeof(desc));
         m = strstr(desc, "mode=");
         say(nd, "M %.*s", m ? (int) strcspn(m + 5, " ") : 7, m ? m + 5 : "unknown");
     }
@@ -506,10 +517,10 @@ static void rank_check_ready(node_t * nd)
     int p;
 
     for (p = 0; p < nd->sc->nprocs; p++) {
-        if (p == nd->rank || (nd->conns[p].state == RDMA_CONN_READY && nd->ready_calls[p] == 1))
+        if (p == nd->rank || (nd->conns[p].xc.state == RDMA_CONN_READY && nd->ready_calls[p] == 1))
             continue;
         say(nd, "D rank %d: connection to rank %d in state %d, conn_ready called %d times",
-            nd->rank, p, nd->conns[p].state, nd->ready_calls[p]);
+            nd->rank, p, nd->conns[p].xc.state, nd->ready_calls[p]);
         exit(1);
     }
 }
@@ -564,8 +575,9 @@ static void rank_main(const scen_t * sc, int rank, int fd)
     if (sc->unsafe_in_order)
         setenv("CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER", "1", 1);
     params_fill(sc, &nd, &prm);
+    link_fill(sc, &nd.link);
     for (p = 0; p < MAXP; p++)
-        nd.conns[p].peer = p;
+        nd.conns[p].xc.peer = p;
     rc = rdma_xport_verbs.open(&prm, &nd.xp, card, sizeof(card), err, sizeof(err));
     if (rc) {
         say(&nd, "E open failed (%d): %s", rc, err);
@@ -595,13 +607,13 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         rank_zcopy_take(&nd);
     rank_barrier(&nd);
     if (zsrc) {
-        rdma_xport_verbs.zc->unexpose(&nd.conns[0], zh[0]);
+        rdma_xport_verbs.zc->unexpose(nd.conns[0].xc.priv, zh[0]);
         rdma_xport_verbs_dst_put(nd.xp, zh[1]);
         free(zsrc);
     }
     for (p = 0; p < sc->nprocs; p++)
         if (p != rank)
-            rdma_xport_verbs.close(nd.xp, &nd.conns[p]);
+            rdma_xport_verbs.close(nd.xp, &nd.conns[p].xc);
     rdma_xport_verbs.finalize(nd.xp);
     exit(0);
 }

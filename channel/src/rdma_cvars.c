@@ -1,0 +1,482 @@
+/*
+ * rdma_cvars.c -- the channel's tunables: the MPI_T CVAR declarations (the
+ * CVAR generator reads the YAML block below) and their validation into one
+ * rdma_chan_config_t (rdma_config.h), the only form the rest of the channel
+ * reads.  Every violation names the variable and its allowed range.
+ */
+#include "mpidi_ch3_impl.h"
+
+/*
+=== BEGIN_MPI_T_CVAR_INFO_BLOCK ===
+
+categories:
+    - name        : CH3_RDMA
+      description : cvars that control the ch3:rdma channel
+
+cvars:
+    - name        : MPIR_CVAR_CH3_RDMA_TRANSPORT
+      category    : CH3_RDMA
+      type        : string
+      default     : auto
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Transport per peer: auto (shared memory on the same node, verbs
+        between nodes), shm (all peers must share this node) or verbs (every
+        peer, on-node ones too; needs an RDMA device).
+
+    - name        : MPIR_CVAR_CH3_RDMA_RING_SIZE
+      category    : CH3_RDMA
+      type        : int
+      default     : 524288
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Bytes of each connection's receive ring (one per direction); a power
+        of two from 16384 to 67108864.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RING_CHUNK
+      category    : CH3_RDMA
+      type        : int
+      default     : 512
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Ring slot size in bytes: every message starts in its own slot.  A
+        power of two from 64 to RING_SIZE/4.
+
+    - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
+      category    : CH3_RDMA
+      type        : int
+      default     : 16384
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        PIPELINE=fixed: largest frame (bytes, header included) written to
+        the ring at once; longer messages are pipelined in frames of this
+        size (seed 003 uses 16 KiB).  A multiple of RING_CHUNK, at most
+        RING_SIZE/2.
+
+    - name        : MPIR_CVAR_CH3_RDMA_PIPELINE
+      category    : CH3_RDMA
+      type        : string
+      default     : auto
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How messages larger than a frame move through the ring.  fixed: one
+        write per frame of PIPELINE_CHUNK bytes (seed 003).  super: the
+        superpipeline (seeds 000/002): frames of SUPERPIPE_BLOCK bytes, each
+        with its own flags, so the receiver copies one block behind the
+        writer, written in groups of growing size, C_i = SUPERPIPE_C0 *
+        SUPERPIPE_Q^i, at most RING_SIZE/4 (so three groups are in flight
+        while the fourth's space comes back), restarting at every message.
+        auto: super over verbs, fixed over shared memory (where a "write" is
+        a store: grouping saves nothing and smaller frames cost more).
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0
+      category    : CH3_RDMA
+      type        : int
+      default     : 12288
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        First superpipeline group, bytes (the paper's C_0 = 12 KB);
+        1024..67108864, used up to RING_SIZE/4.
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q
+      category    : CH3_RDMA
+      type        : double
+      default     : 1.5
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Growth factor of superpipeline groups (the paper's q = 1.5); 1..16
+        (1: fixed groups of SUPERPIPE_C0 bytes).
+
+    - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK
+      category    : CH3_RDMA
+      type        : int
+      default     : 4096
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Superpipeline sub-block: frame size in bytes, header and flags
+        included (the paper's b = 4 KB); 64..67108864, rounded up to a
+        multiple of RING_CHUNK, at most RING_SIZE/2.
+
+    - name        : MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD
+      category    : CH3_RDMA
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Consumed-but-unreported ring bytes that trigger an explicit (coalesced)
+        tail update when no reverse traffic carried it; 0 means RING_SIZE/4.
+        From RING_CHUNK to RING_SIZE - PIPELINE_CHUNK.
+
+    - name        : MPIR_CVAR_CH3_RDMA_PIPE_MODE
+      category    : CH3_RDMA
+      type        : string
+      default     : piggyback
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        piggyback: head and tail updates ride on data (seed 003 sec. 4.3);
+        basic: separate writes for data, head and tail (the paper's baseline,
+        for comparison only).
+
+    - name        : MPIR_CVAR_CH3_RDMA_WRITE_IMM
+      category    : CH3_RDMA
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Detect arrivals from RDMA-write-with-immediate completions even when
+        the device guarantees in-order placement (which allows flag polling).
+
+    - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
+      category    : CH3_RDMA
+      type        : int
+      default     : 256
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Frames up to this many bytes are posted inline when the device grants
+        it (0..4096; the device may grant less).
+
+    - name        : MPIR_CVAR_CH3_RDMA_DEVICE
+      category    : CH3_RDMA
+      type        : string
+      default     : ""
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        RDMA device name (e.g. mlx5_0, rxe0); empty selects the first device
+        with an active port.
+
+    - name        : MPIR_CVAR_CH3_RDMA_PORT
+      category    : CH3_RDMA
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Device port (1..255); 0 selects the first active port.
+
+    - name        : MPIR_CVAR_CH3_RDMA_GID_INDEX
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        GID table index; -1 selects a RoCE v2 IPv4-mapped GID on Ethernet and
+        GID 0 on InfiniBand.
+
+    - name        : MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT
+      category    : CH3_RDMA
+      type        : int
+      default     : 60
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Seconds a peer may stay silent during connection setup before it is
+        reported dead (1..3600).
+
+    - name        : MPIR_CVAR_CH3_RDMA_POLL_SPINS
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Idle polls of a blocking wait before it blocks in the kernel (woken by
+        shared-memory peers; with verbs, short sleeps and, after about 150 ms
+        idle, the completion queue's event when every verbs connection is
+        completion-driven); 0..100000000.  -1
+        (auto): 2000, or 0 when this node runs more ranks than it has cores
+        (oversubscribed: the CPU is better spent on another rank).
+
+    - name        : MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
+      category    : CH3_RDMA
+      type        : string
+      default     : auto
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        How message parts of at least ZCOPY_THRESHOLD bytes move.  copy:
+        through the ring (pipelined copy); zcopy: zero-copy rendezvous (the
+        receiver pulls with RDMA read from a registered buffer, or with one
+        process_vm_readv copy on the same node); auto: zcopy, except that a
+        verbs connection whose registration-cache hit rate falls below 1/4
+        copies for a while before trying again.
+
+    - name        : MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD
+      category    : CH3_RDMA
+      type        : int
+      default     : 32768
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Bytes from which a contiguous message part takes the zero-copy
+        rendezvous (unless LARGE_PROTOCOL=copy); 1024..1073741824.
+
+    - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
+      category    : CH3_RDMA
+      type        : int
+      default     : 131072
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Shared memory, zero-copy parts of at least this many bytes whose
+        receive buffer is contiguous are copied by both ranks at once: the
+        receiver pulls the first half (process_vm_readv) while the sender
+        pushes the second (process_vm_writev).  0: the receiver copies
+        alone; else 65536..1073741824.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB
+      category    : CH3_RDMA
+      type        : int
+      default     : 1024
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        MiB of idle zero-copy registrations the verbs registration cache keeps
+        (least recently used ones are dropped beyond); 0..1048576.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES
+      category    : CH3_RDMA
+      type        : int
+      default     : 1024
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Idle registrations the verbs registration cache keeps; 0..1048576.
+
+    - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
+      category    : CH3_RDMA
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Print one line to stderr per connection when it is established:
+        transport, arrival detection (flag polling or write-with-immediate)
+        and the device limits in use; at finalize, per connection, how many
+        large message parts went zero-copy or through the ring, by size, and
+        the registration-cache statistics.
+
+=== END_MPI_T_CVAR_INFO_BLOCK ===
+*/
+
+static int is_pow2(long v)
+{
+    return v > 0 && (v & (v - 1)) == 0;
+}
+
+#define CVAR_CHECK(cond_, ...)                                          \
+    do {                                                                \
+        if (!(cond_)) {                                                 \
+            char msg_[256];                                             \
+            snprintf(msg_, sizeof(msg_), __VA_ARGS__);                  \
+            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|cvar", \
+                                 "**ch3|rdma|cvar %s", msg_);           \
+        }                                                               \
+    } while (0)
+
+/* An int CVAR within [lo_, hi_]; allowed_ says so in words. */
+#define CVAR_IN(var_, lo_, hi_, allowed_)                               \
+    CVAR_CHECK((var_) >= (lo_) && (var_) <= (hi_), #var_ "=%d: allowed " allowed_, (var_))
+
+/* The superpipeline CVARs; applied to cfg (sub-block frames, group
+ * schedule fitted to the ring) if apply. */
+static int rdma_superpipe_config(rb_config_t * cfg, int apply)
+{
+    int mpi_errno = MPI_SUCCESS;
+    long c0 = MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0, block = MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK;
+    long ring = (long) cfg->ring_size, chunk = (long) cfg->chunk_size;
+    double q = MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q;
+
+    CVAR_CHECK(c0 >= 1024 && c0 <= 67108864,
+               "MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=%ld: allowed 1024..67108864", c0);
+    CVAR_CHECK(q >= 1.0 && q <= 16.0, "MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=%g: allowed 1..16", q);
+    CVAR_CHECK(block >= 64 && block <= 67108864,
+               "MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK=%ld: allowed 64..67108864", block);
+    if (!apply)
+        goto fn_exit;
+    cfg->max_frame = MPL_MIN((block + chunk - 1) / chunk * chunk, ring / 2);
+    cfg->sched_max = ring / 4;
+    cfg->sched_c0 = MPL_MAX(MPL_MIN(c0, ring / 4), chunk);
+    cfg->sched_q = q;
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Pipe geometry from the CVARs, for shm and for verbs connections (which
+ * differ in the pipeline: PIPELINE=auto runs the superpipeline over verbs
+ * only); every violation names the variable and its allowed range. */
+static int rdma_ring_config(rb_config_t * shm, rb_config_t * rdma)
+{
+    int mpi_errno = MPI_SUCCESS;
+    long ring = MPIR_CVAR_CH3_RDMA_RING_SIZE, chunk = MPIR_CVAR_CH3_RDMA_RING_CHUNK;
+    long frame = MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK, thr = MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD;
+    const char *pl = MPIR_CVAR_CH3_RDMA_PIPELINE;
+
+    CVAR_CHECK(is_pow2(ring) && ring >= 16384 && ring <= 67108864,
+               "MPIR_CVAR_CH3_RDMA_RING_SIZE=%ld: allowed a power of two in 16384..67108864", ring);
+    CVAR_CHECK(is_pow2(chunk) && chunk >= 64 && chunk <= ring / 4,
+               "MPIR_CVAR_CH3_RDMA_RING_CHUNK=%ld: allowed a power of two in 64..%ld (RING_SIZE/4)",
+               chunk, ring / 4);
+    CVAR_CHECK(!strcmp(pl, "auto") || !strcmp(pl, "super") || !strcmp(pl, "fixed"),
+               "MPIR_CVAR_CH3_RDMA_PIPELINE=%s: allowed auto, super or fixed", pl);
+    CVAR_CHECK(!strcmp(pl, "super") || (frame >= chunk && frame <= ring / 2 && frame % chunk == 0),
+               "MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=%ld: allowed a multiple of %ld (RING_CHUNK) in %ld..%ld (RING_SIZE/2)",
+               frame, chunk, chunk, ring / 2);
+    if (thr == 0)
+        thr = ring / 4;
+    CVAR_CHECK(thr >= chunk && thr <= ring / 2,
+               "MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=%d: allowed 0 (auto) or %ld..%ld",
+               MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD, chunk, ring / 2);
+    CVAR_CHECK(!strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "piggyback") ||
+               !strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic"),
+               "MPIR_CVAR_CH3_RDMA_PIPE_MODE=%s: allowed piggyback or basic",
+               MPIR_CVAR_CH3_RDMA_PIPE_MODE);
+
+    memset(shm, 0, sizeof(*shm));
+    shm->ring_size = ring;
+    shm->chunk_size = chunk;
+    shm->max_frame = frame;
+    shm->credit_threshold = thr;
+    shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
+    *rdma = *shm;
+    mpi_errno = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = rdma_superpipe_config(shm, strcmp(pl, "super") == 0);
+    MPIR_ERR_CHECK(mpi_errno);
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Transport choice, verbs device settings, waiting, reporting. */
+static int rdma_other_cvars_get(rdma_chan_config_t * cfg)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const char *t = MPIR_CVAR_CH3_RDMA_TRANSPORT;
+
+    CVAR_CHECK(!strcmp(t, "auto") || !strcmp(t, "shm") || !strcmp(t, "verbs"),
+               "MPIR_CVAR_CH3_RDMA_TRANSPORT=%s: allowed auto, shm or verbs", t);
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_INLINE_SIZE, 0, 4096, "0..4096");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_PORT, 0, 255, "0 (first active) or 1..255");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_GID_INDEX, -1, 255, "-1 (auto) or 0..255");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT, 1, 3600, "1..3600 (seconds)");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_POLL_SPINS, -1, 100000000, "-1 (auto) or 0..100000000");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB, 0, 1048576, "0..1048576");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
+    cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
+        ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
+    cfg->device = MPIR_CVAR_CH3_RDMA_DEVICE;
+    cfg->port = MPIR_CVAR_CH3_RDMA_PORT;
+    cfg->gid_index = MPIR_CVAR_CH3_RDMA_GID_INDEX;
+    cfg->inline_size = MPIR_CVAR_CH3_RDMA_INLINE_SIZE;
+    cfg->force_completion = MPIR_CVAR_CH3_RDMA_WRITE_IMM;
+    cfg->timeout = MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT;
+    cfg->rcache_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB << 20;
+    cfg->rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;
+    cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
+    cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
+
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static int rdma_zc_config_get(zc_config_t * zc)
+{
+    int mpi_errno = MPI_SUCCESS;
+    const char *p = MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL;
+
+    CVAR_CHECK(!strcmp(p, "auto") || !strcmp(p, "copy") || !strcmp(p, "zcopy"),
+               "MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=%s: allowed auto, copy or zcopy", p);
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD, 1024, 1073741824, "1024..1073741824");
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_CMA_SPLIT == 0 || (MPIR_CVAR_CH3_RDMA_CMA_SPLIT >= 65536 &&
+                                                      MPIR_CVAR_CH3_RDMA_CMA_SPLIT <= 1073741824),
+               "MPIR_CVAR_CH3_RDMA_CMA_SPLIT=%d: allowed 0 or 65536..1073741824",
+               MPIR_CVAR_CH3_RDMA_CMA_SPLIT);
+    zc->threshold = MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD;
+    zc->split_min = (size_t) MPIR_CVAR_CH3_RDMA_CMA_SPLIT;
+    zc->mode = !strcmp(p, "copy") ? ZC_MODE_COPY : !strcmp(p, "zcopy") ? ZC_MODE_ZCOPY
+        : ZC_MODE_AUTO;
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Both pipe configurations as rb_pipe will check them at bind. */
+static int rdma_ring_check(const rdma_chan_config_t * cfg)
+{
+    int mpi_errno = MPI_SUCCESS, k;
+    const char *what;
+
+    for (k = 0; k < RDMA_XP_N; k++)
+        CVAR_CHECK(rb_config_check(&cfg->link[k].ring, &what) == RB_OK,
+                   "ring configuration rejected (%s): check MPIR_CVAR_CH3_RDMA_RING_* and "
+                   "_PIPELINE*", what);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+int MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg)
+{
+    int mpi_errno;
+
+    memset(cfg, 0, sizeof(*cfg));
+    mpi_errno = rdma_other_cvars_get(cfg);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = rdma_ring_config(&cfg->link[RDMA_XP_SHM].ring, &cfg->link[RDMA_XP_VERBS].ring);
+    MPIR_ERR_CHECK(mpi_errno);
+    mpi_errno = rdma_zc_config_get(&cfg->link[RDMA_XP_SHM].zc);
+    MPIR_ERR_CHECK(mpi_errno);
+    cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
+    mpi_errno = rdma_ring_check(cfg);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}

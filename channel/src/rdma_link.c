@@ -1,0 +1,66 @@
+/*
+ * rdma_link.c -- a peer's pipe and rendezvous over its transport
+ * connection (rdma_link.h).
+ */
+#include <stdio.h>
+#include "rdma_link.h"
+
+int rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg, const rdma_conn_mem_t * mem)
+{
+    rdma_link_t *l = rdma_link_of(c);
+    rb_config_t ring = cfg->ring;
+    int rc;
+
+    ring.completion_driven = mem->completion_driven;
+    rc = rb_pipe_init(&l->pipe, &ring, c->ops->pipe_ops, c->priv, mem->stage, mem->tail_word,
+                      mem->ring, mem->head_word);
+    if (rc == RB_OK)
+        zc_init(&l->zc, &cfg->zc, c->ops->zc, c->priv, &l->pipe);
+    return rc;
+}
+
+void rdma_link_landed(rdma_conn_t * c, unsigned frames)
+{
+    rb_pipe_landed(&rdma_link_of(c)->pipe, frames);
+}
+
+void rdma_link_pulled(rdma_conn_t * c, size_t bytes)
+{
+    zc_pulled(&rdma_link_of(c)->zc, bytes);
+}
+
+int rdma_link_busy(const rdma_link_t * l)
+{
+    return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
+}
+
+int rdma_link_flush(rdma_link_t * l)
+{
+    return l->xc.state == RDMA_CONN_READY ? rb_pipe_flush_credit(&l->pipe) : RB_OK;
+}
+
+int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
+{
+    const zc_stats_t *st = &l->zc.stats;
+    int n, k;
+
+    if (l->xc.state != RDMA_CONN_READY || st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
+        return 0;
+    n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
+                 "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B); ring "
+                 "frames %llu in %llu writes; by size 2^k zcopy/copy:",
+                 (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
+                 (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
+                 (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
+                 (unsigned long long) st->pulled_msgs, (unsigned long long) st->pulled_bytes,
+                 (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx,
+                 (unsigned long long) st->split_msgs, (unsigned long long) st->pushed_bytes,
+                 (unsigned long long) l->pipe.stats.frames_tx,
+                 (unsigned long long) l->pipe.stats.writes_tx);
+    for (k = 0; k < ZC_LOG2_MAX && n >= 0 && (size_t) n < len; k++)
+        if (st->zc_by_log2[k] + st->copy_by_log2[k])
+            n += snprintf(buf + n, len - n, " %d:%llu/%llu", k,
+                          (unsigned long long) st->zc_by_log2[k],
+                          (unsigned long long) st->copy_by_log2[k]);
+    return n;
+}

@@ -1,0 +1,303 @@
+/*
+ * rdma_verbs_data.c -- the verbs transport: data path (rdma_verbs.h).
+ *
+ * Arrival detection and ordering -- read this before touching the code.
+ *   Flag polling (the pipe polls ring memory: completion_driven = 0 in the
+ * rdma_conn_mem_t handed to ev.bind) is only correct if the responder places one RDMA write in increasing address
+ * order, so that a frame's tail flag is never visible before its payload.
+ * The verbs API does not promise that: data is defined only at completion.
+ * ibv_query_qp_data_in_order(qp, IBV_WR_RDMA_WRITE, ...) is the one query that
+ * says "the reader may poll for data": we use flag polling only when both
+ * QPs report WHOLE_MSG and neither side set force_completion (the REQ/REP
+ * carry each side's answer; both compute the same mode).  Otherwise the pipe
+ * runs completion-driven: every frame is an RDMA_WRITE_WITH_IMM that consumes
+ * a posted receive, and the CQE of that receive (data visible by definition)
+ * is reported with ev.landed().  Credit and head writes are WITH_IMM too in that
+ * mode so that their words are visible at their CQE (and pre-posted receives
+ * are replenished).  The query describes ordering within ONE write only:
+ * nothing here relies on ordering between separate WQEs.  Hence basic mode
+ * (the receiver trusts a head word written by a LATER WQE than the data) is
+ * always completion-driven here.
+ *   The ring is never registered with IBV_ACCESS_RELAXED_ORDERING (which voids
+ * the in-order answer), and the acquire barrier after the tail flag is in
+ * the pipe; the transport never reads ring memory.
+ *   rdma-core >= 33 has the query; passing flags 0 is documented as equivalent
+ * to RETURN_CAPS + WHOLE_MSG, so we use 0 (Debian 12 ships v44, which knows no
+ * RETURN_CAPS).  Build without the function: HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
+ * = 0 (autoconf AC_CHECK_DECLS) => "unknown" => completion-driven.
+ *
+ * Send queue.  sq_depth >= frames that fit in the ring (x2 in basic mode for
+ * head writes) + RDMA_VERBS_SQ_RESERVE; the last RESERVE slots are kept for
+ * credit/head/keepalive writes so credit updates can always be posted.
+ * Every RDMA_VERBS_SIG_EVERY-th WR is signalled, and every WR once the queue
+ * is nearly full, so a full queue always ends in a signalled WR.  With no
+ * free slot, writes poll the CQ (bounded by prm->timeout).  Stage bytes of
+ * a non-inline write are rewritten only after the peer returned their
+ * credit, i.e. after the write landed, so no completion is needed for that.
+ *
+ * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
+ * from prm->timeout (16..18), rnr_retry 7.  A peer that died while we wait
+ * for credits leaves nothing in flight to fail, so progress() rewrites the
+ * last credit value (idempotent, no immediate) on READY connections without
+ * a signalled WR in flight every timeout/4 s; its retry exhaustion reports
+ * the dead peer (IBV_WC_RETRY_EXC_ERR -> RDMA_XPORT_EPEER).
+ */
+#define _GNU_SOURCE
+#include "rdma_verbs.h"
+
+/* ------------------------------------------------------ posting writes */
+
+/* Wait (polling the CQ, bounded by prm->timeout) until more than keep
+ * send-queue slots are free. */
+static int rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
+{
+    double limit = 0;
+    unsigned spins = 0;
+
+    while (vc->sq_free <= keep) {
+        if (vc->cm == RDMA_VERBS_CM_DEAD)
+            return -1;
+        rdma_verbs_cq_poll(vc->xp);
+        if ((++spins & 1023) == 0) {
+            double now = rdma_verbs_now();
+            if (limit == 0)
+                limit = now + vc->xp->prm.timeout;
+            else if (now > limit) {
+                rdma_verbs_conn_fail(vc, "send queue to rank %d made no progress for %g s",
+                                     vc->c->peer, vc->xp->prm.timeout);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* One RDMA write (with immediate imm if imm != 0) of a frame or a word, or
+ * (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
+ * for credit/head/keepalive words. */
+int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
+                           uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
+{
+    uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
+    struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
+    struct ibv_send_wr wr = {
+        .wr_id = vc->token, .sg_list = &sge, .num_sge = 1,
+        .opcode = imm < 0 ? IBV_WR_RDMA_READ : imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
+            IBV_WR_RDMA_WRITE,
+        .imm_data = htonl((uint32_t) (imm > 0 ? imm : 0)),
+        .send_flags = imm >= 0 && len <= vc->max_inline ? IBV_SEND_INLINE : 0,
+        .wr.rdma = {.remote_addr = raddr, .rkey = rkey}
+    }, *bad;
+    int rc;
+
+    if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
+        return -1;
+    vc->sq_free--;
+    if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
+        || (flags & RDMA_VERBS_POST_SIGNAL)) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig;
+        vc->unsig = 0;
+    }
+    rc = ibv_post_send(vc->qp, &wr, &bad);
+    if (rc)
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: ibv_post_send: %s", vc->c->peer,
+                             strerror(rc));
+    return rc ? -1 : 0;
+}
+
+static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
+{
+    rdma_verbs_conn_t *vc = ctx;
+
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return -1;
+    return rdma_verbs_post(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
+                                 (uint32_t) len, vc->remote.ring_addr + off,
+                                 vc->remote.ring_rkey,
+                                 vc->completion ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0,
+                                 RDMA_VERBS_POST_LEAVE_RESERVE);
+}
+
+/* Credit/head: 8 bytes into the peer's ctl block, from our registered word
+ * (values only grow, so a later value in the source slot is harmless). */
+static int rdma_verbs_word_write(rdma_verbs_conn_t * vc, uint64_t * src, size_t roff, int imm,
+                                 int flags)
+{
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return -1;
+    return rdma_verbs_post(vc, (uintptr_t) src, vc->ctl.mr->lkey, sizeof(*src),
+                                 vc->remote.ctl_addr + roff, vc->remote.ctl_rkey,
+                                 vc->completion ? imm : 0, flags);
+}
+
+static int rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+
+    ctl->src_credit = vc->last_credit = tail;
+    return rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word),
+                                 RDMA_VERBS_IMM_CREDIT, 0);
+}
+
+static int rdma_verbs_pipe_head(void *ctx, uint64_t head)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+
+    ctl->src_head = head;
+    return rdma_verbs_word_write(vc, &ctl->src_head, offsetof(rdma_verbs_ctl_t, head_word),
+                                 RDMA_VERBS_IMM_HEAD, 0);
+}
+
+const rb_xport_ops_t rdma_verbs_pipe_ops = {
+    .write = rdma_verbs_pipe_write,
+    .credit = rdma_verbs_pipe_credit,
+    .head = rdma_verbs_pipe_head
+};
+
+/* READY connections without a signalled WR in flight: rewrite the last
+ * credit (signalled, no immediate) so that a dead peer shows up as a
+ * retry-exceeded completion; this also reclaims unsignalled slots. */
+static void rdma_verbs_keepalive(rdma_xport_t * xp)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (!vc || vc->cm != RDMA_VERBS_CM_READY || vc->sig_head != vc->sig_tail)
+            continue;
+        rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+        ctl->src_credit = vc->last_credit;
+        rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word), 0,
+                              RDMA_VERBS_POST_SIGNAL);
+    }
+}
+
+/* --------------------------------------------------------- completions */
+
+static void rdma_verbs_wc_ud(rdma_xport_t * xp, const struct ibv_wc *wc)
+{
+    if (wc->wr_id >= RDMA_VERBS_UD_NRECV)
+        xp->ud_send_free++;
+    else if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= RDMA_VERBS_GRH +
+             sizeof(rdma_verbs_msg_t))
+        xp->ud_pending[xp->n_pending++] = (uint32_t) wc->wr_id; /* handled by progress */
+    else
+        rdma_verbs_ud_post_recv(xp, (uint32_t) wc->wr_id);
+}
+
+static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
+{
+    if (wc->status != IBV_WC_SUCCESS) {
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: %s (peer dead or unreachable)",
+                             vc->c->peer, ibv_wc_status_str(wc->status));
+        return;
+    }
+    if (!(wc->opcode & IBV_WC_RECV)) {
+        vc->sq_free += vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
+        if (wc->opcode == IBV_WC_RDMA_READ)
+            rdma_verbs_read_done(vc);
+        return;
+    }
+    if (vc->cm == RDMA_VERBS_CM_REP_SENT)
+        vc->rtu_implied = 1;
+    if ((ntohl(wc->imm_data) & 3) == RDMA_VERBS_IMM_FRAME)
+        vc->xp->prm.ev.landed(vc->c, ntohl(wc->imm_data) >> 2);
+    if (rdma_verbs_rq_post(vc))
+        rdma_verbs_conn_fail(vc, "connection to rank %d failed: cannot repost a receive",
+                             vc->c->peer);
+}
+
+/* One batch.  Safe to call from inside a pipe write: it only updates
+ * counters, lands frames and queues CM messages for progress(). */
+int rdma_verbs_cq_poll(rdma_xport_t * xp)
+{
+    struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
+    int i, n = ibv_poll_cq(xp->cq, RDMA_VERBS_POLL_BATCH, wc);
+
+    for (i = 0; i < n; i++) {
+        if (wc[i].qp_num == xp->ud->qp_num)
+            rdma_verbs_wc_ud(xp, &wc[i]);
+        else {
+            rdma_verbs_conn_t *vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
+            if (vc && vc->cm != RDMA_VERBS_CM_DEAD)
+                rdma_verbs_wc_rc(vc, &wc[i]);
+        }
+    }
+    return n;
+}
+
+int rdma_verbs_progress(rdma_xport_t * xp)
+{
+    int i, n;
+    double now;
+
+    for (i = 0; i < 4; i++) {
+        n = rdma_verbs_cq_poll(xp);
+        if (n < 0) {
+            rdma_verbs_err_set(xp->err, sizeof(xp->err), "ibv_poll_cq failed on %s",
+                               ibv_get_device_name(xp->ctx->device));
+            return RDMA_XPORT_ERR;
+        }
+        if (n < RDMA_VERBS_POLL_BATCH)
+            break;
+    }
+    while (xp->n_pending) {
+        uint32_t b = xp->ud_pending[--xp->n_pending];
+        rdma_verbs_cm_dispatch(xp, (const rdma_verbs_msg_t *)
+                               (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH));
+        rdma_verbs_ud_post_recv(xp, b);
+    }
+    /* Timers need the clock; keepalives (every timeout/4 s) only now and
+     * then: keep clock_gettime off most polls of READY connections. */
+    if (xp->n_connecting || (xp->nslots && (++xp->polls & 255) == 0)) {
+        now = rdma_verbs_now();
+        if (xp->n_connecting)
+            rdma_verbs_timer_run(xp, now);
+        if (now >= xp->t_keepalive) {
+            xp->t_keepalive = now + xp->prm.timeout / 4;
+            rdma_verbs_keepalive(xp);
+        }
+    }
+    if (xp->new_failures) {
+        xp->new_failures = 0;
+        return RDMA_XPORT_EPEER;
+    }
+    return RDMA_XPORT_OK;
+}
+
+/* ---- blocking wait ----
+ * Every arrival on a completion-driven connection, every read or
+ * signalled-write completion and every CM datagram is a CQE on xp->cq, so
+ * a CQ event wakes the waiter.  Arm, then the owner polls once more (a CQE
+ * that came before the arm is found by that poll, one after it raises the
+ * event).  Flag-polled arrivals raise nothing: once a connection polls
+ * memory, wait_arm declines and the owner sleeps in short steps. */
+int rdma_verbs_wait_arm(rdma_xport_t * xp)
+{
+    return !xp->flag_polled && ibv_req_notify_cq(xp->cq, 0) == 0;
+}
+
+/* Nothing to undo: an event that fires later makes one wait return early. */
+void rdma_verbs_wait_disarm(rdma_xport_t * xp)
+{
+    (void) xp;
+}
+
+/* Sleep until a CQ event or timeout_us; consume every pending event. */
+void rdma_verbs_wait(rdma_xport_t * xp, long timeout_us)
+{
+    struct pollfd p = { .fd = xp->chan->fd, .events = POLLIN };
+    struct timespec ts = { timeout_us / 1000000, (timeout_us % 1000000) * 1000 };
+    struct ibv_cq *cq;
+    void *ctx;
+
+    if (ppoll(&p, 1, &ts, NULL) != 1) {
+        xp->polls |= 255;       /* idle: the next progress runs the timers */
+        return;
+    }
+    while (ibv_get_cq_event(xp->chan, &cq, &ctx) == 0)
+        ibv_ack_cq_events(cq, 1);
+}

@@ -1,0 +1,256 @@
+/*
+ * rdma_verbs_dev.c -- the verbs transport: device, port and GID selection,
+ * registered memory, fork protection (rdma_verbs.h).
+ *
+ * Fork.  A registered page that the parent writes after fork() is copied
+ * (copy-on-write) while the device keeps the old page: received bytes land
+ * in the child's copy, sent bytes come from stale memory.  Kernels >= 5.13
+ * copy pinned pages at fork instead (rdma-core: IBV_FORK_UNNEEDED); on
+ * older ones open() calls ibv_fork_init() before the first registration,
+ * which makes every registered range MADV_DONTFORK (a child that touches
+ * such a page faults).  RDMAV_FORK_SAFE/IBV_FORK_SAFE make rdma-core do the
+ * same by itself.  Our rings, stages, ctl pages and CM buffers are
+ * MADV_DONTFORK in every mode: a child has no use for them.  describe()
+ * says which mode is in force.
+ */
+#define _GNU_SOURCE
+#include "rdma_verbs.h"
+
+/* ------------------------------------------------------------------ util */
+
+double rdma_verbs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void __attribute__((format(printf, 3, 4)))
+rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* Our CM QKEY and auth from the kernel's random source. */
+int rdma_verbs_cm_keys(rdma_xport_t * xp)
+{
+    uint64_t r[2];
+
+    if (getrandom(r, sizeof(r), 0) != (ssize_t) sizeof(r))
+        return -1;
+    xp->qkey = (uint32_t) r[0] & 0x7fffffffu;
+    xp->auth = r[1];
+    return 0;
+}
+
+/* Zeroed, whole pages, not inherited by a child (see Fork), registered
+ * (never with RELAXED_ORDERING). */
+int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
+{
+    size_t page = (size_t) sysconf(_SC_PAGESIZE);
+
+    m->len = (len + page - 1) & ~(page - 1);
+    if (posix_memalign(&m->buf, page, m->len))
+        m->buf = NULL;
+    if (m->buf) {
+        memset(m->buf, 0, m->len);
+        madvise(m->buf, m->len, MADV_DONTFORK);
+        m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
+    }
+    return m->buf && m->mr ? RDMA_XPORT_OK : RDMA_XPORT_ENOMEM;
+}
+
+/* The heap gets the pages back inheritable. */
+void rdma_verbs_mem_free(rdma_verbs_mem_t * m)
+{
+    if (m->mr)
+        ibv_dereg_mr(m->mr);
+    if (m->buf)
+        madvise(m->buf, m->len, MADV_DOFORK);
+    free(m->buf);
+    m->mr = NULL;
+    m->buf = NULL;
+}
+
+/* The fork mode (see Fork): "unneeded", "enabled" (by the environment, an
+ * earlier call or init() now) or "unprotected" (init() failed).  query and
+ * init are ibv_is_fork_initialized and ibv_fork_init, or a test's fakes. */
+const char *rdma_xport_verbs_fork_mode(int (*query)(void), int (*init)(void))
+{
+    switch (query()) {
+    case IBV_FORK_UNNEEDED:
+        return "unneeded";
+    case IBV_FORK_ENABLED:
+        return "enabled";
+    default:
+        return init() ? "unprotected" : "enabled";
+    }
+}
+
+int rdma_verbs_fork_query(void)
+{
+    return (int) ibv_is_fork_initialized();
+}
+
+/* -------------------------------------------------------- device and port */
+
+int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    size_t need = 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
+
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return RDMA_XPORT_OK;
+    rdma_verbs_err_set(err, errlen, "ulimit -l is %llu KiB but ch3:rdma needs at least %zu KiB "
+                       "per connection; raise it (ulimit -l unlimited / limits.conf memlock)",
+                       (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
+    return RDMA_XPORT_ENOMEM;
+}
+
+/* First active port of ctx (or the requested one); 0 if none. */
+static uint8_t rdma_verbs_port_find(struct ibv_context *ctx, int want, struct ibv_port_attr *pa)
+{
+    struct ibv_device_attr da;
+    int p;
+
+    if (ibv_query_device(ctx, &da))
+        return 0;
+    for (p = 1; p <= da.phys_port_cnt; p++) {
+        if (want && p != want)
+            continue;
+        if (!ibv_query_port(ctx, p, pa) && pa->state == IBV_PORT_ACTIVE)
+            return (uint8_t) p;
+    }
+    return 0;
+}
+
+int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen)
+{
+    const char *want = xp->prm.device;
+    struct ibv_device **list;
+    int i, n = 0;
+
+    list = ibv_get_device_list(&n);
+    for (i = 0; list && i < n && !xp->ctx; i++) {
+        if (want && *want && strcmp(want, ibv_get_device_name(list[i])))
+            continue;
+        xp->ctx = ibv_open_device(list[i]);
+        if (xp->ctx && !(xp->port = rdma_verbs_port_find(xp->ctx, xp->prm.port, &xp->pattr))) {
+            ibv_close_device(xp->ctx);
+            xp->ctx = NULL;
+        }
+    }
+    if (list)
+        ibv_free_device_list(list);
+    if (xp->ctx)
+        return RDMA_XPORT_OK;
+    rdma_verbs_err_set(err, errlen, "no RDMA device with an active port (ibv_get_device_list "
+                       "found %d devices; wanted device %s, port %d (0 = any)); check "
+                       "ibv_devinfo, 'rdma link' and the device/port settings", n,
+                       want && *want ? want : "any", xp->prm.port);
+    return RDMA_XPORT_ENODEV;
+}
+
+static int rdma_verbs_gid_is_ipv4(const union ibv_gid *g)
+{
+    static const uint8_t pfx[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    return !memcmp(g->raw, pfx, sizeof(pfx));
+}
+
+/* RoCE: RoCE v2 IPv4-mapped, else any RoCE v2, else 0.  IB: GID 0 + LID. */
+int rdma_verbs_gid_pick(rdma_xport_t * xp)
+{
+    struct ibv_gid_entry e;
+    int i, v2 = -1, v4 = -1;
+
+    xp->gid_index = 0;
+    if (xp->prm.gid_index >= 0)
+        xp->gid_index = xp->prm.gid_index;
+    else if (xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        for (i = 0; i < xp->pattr.gid_tbl_len && v4 < 0; i++) {
+            if (ibv_query_gid_ex(xp->ctx, xp->port, i, &e, 0)
+                || e.gid_type != IBV_GID_TYPE_ROCE_V2)
+                continue;
+            if (v2 < 0)
+                v2 = i;
+            if (rdma_verbs_gid_is_ipv4(&e.gid))
+                v4 = i;
+        }
+        xp->gid_index = v4 >= 0 ? v4 : v2 >= 0 ? v2 : 0;
+    }
+    return ibv_query_gid(xp->ctx, xp->port, xp->gid_index, &xp->gid);
+}
+
+/* RC ACK timeout exponent: (retry_cnt + 1) tries fit in prm->timeout,
+ * clamped to 16..18 (0.27..1.07 s per try) to survive TCG emulation. */
+int rdma_verbs_qp_timeout(double seconds)
+{
+    int t = 18;
+    while (t > 16 && (RDMA_VERBS_RETRY_CNT + 1) * 4.096e-6 * (double) (1u << t) > seconds)
+        t--;
+    return t;
+}
+
+/* The process-wide objects on the open device: PD, CQ and its event
+ * channel, the CM's UD QP, the registration caches.  On failure the
+ * diagnosis is in err and nothing of them is left. */
+int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
+{
+    const char *what;
+
+    if (ibv_query_device(xp->ctx, &xp->dev) || rdma_verbs_gid_pick(xp)) {
+        rdma_verbs_err_set(err, errlen, "cannot query %s port %u: %s",
+                           ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
+        return RDMA_XPORT_ERR;
+    }
+    xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
+    if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
+        what = "ibv_alloc_pd";
+    else if (rdma_verbs_chan_open(xp))
+        what = "ibv_create_comp_channel";
+    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, xp->chan, 0)))
+        what = "ibv_create_cq";
+    else if (rdma_verbs_ud_create(xp))
+        what = "the connection-manager UD QP";
+    else if (rdma_verbs_rc_open(xp))
+        what = "the registration cache";
+    else
+        return RDMA_XPORT_OK;
+    rdma_verbs_err_set(err, errlen, "cannot set up %s: %s failed: %s",
+                       ibv_get_device_name(xp->ctx->device), what, strerror(errno));
+    rdma_verbs_dev_teardown(xp);
+    return RDMA_XPORT_ENOMEM;
+}
+
+/* Release what dev_setup created, in reverse order (any prefix of it). */
+void rdma_verbs_dev_teardown(rdma_xport_t * xp)
+{
+    rdma_verbs_rc_close(xp);
+    if (xp->ud)
+        ibv_destroy_qp(xp->ud);
+    rdma_verbs_mem_free(&xp->udm);
+    if (xp->cq)
+        ibv_destroy_cq(xp->cq);
+    if (xp->chan)
+        ibv_destroy_comp_channel(xp->chan);
+    if (xp->pd)
+        ibv_dealloc_pd(xp->pd);
+    xp->ud = NULL;
+    xp->cq = NULL;
+    xp->chan = NULL;
+    xp->pd = NULL;
+}
+
+/* The CQ's event channel, non-blocking: rdma_verbs_wait polls its fd. */
+int rdma_verbs_chan_open(rdma_xport_t * xp)
+{
+    int fl;
+
+    if (!(xp->chan = ibv_create_comp_channel(xp->ctx)))
+        return -1;
+    fl = fcntl(xp->chan->fd, F_GETFL);
+    return fl < 0 || fcntl(xp->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+}

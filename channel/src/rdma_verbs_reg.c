@@ -1,0 +1,271 @@
+/*
+ * rdma_verbs_reg.c -- the verbs transport: registration caches and
+ * zero-copy RDMA reads (rdma_verbs.h).
+ *
+ * Zero-copy (zc.h): RDMA read.  The sender exposes its buffer through the
+ * send registration cache (zcopy/rcache; regions REMOTE_READ only) and
+ * sends the rkey; the receiver registers its destination through the
+ * receive cache (LOCAL_WRITE only: no peer can read or write it) and posts
+ * signalled RDMA reads of at most RDMA_VERBS_READ_MAX bytes, at most
+ * min(negotiated max_rd_atomic, RDMA_VERBS_READS_MAX) outstanding, never
+ * eating the send-queue reserve.  Destinations are registered in windows
+ * aligned to RDMA_VERBS_REG_WINDOW in the address space: every read of a
+ * window hits the region its first read registered, and windows share no
+ * page, so an unaligned buffer never makes the cache merge ever-growing
+ * regions.  Read completions arrive in order (one RC QP): each releases its
+ * region and reports its bytes with ev.pulled().  Cached registrations are
+ * only safe while the memory stays mapped: zcopy/memev reports unmaps (watch
+ * before register, so none is missed) and the cache drains those events
+ * before every lookup; without memev every registration is dropped after
+ * use (rcache cache=0), said once.
+ */
+#define _GNU_SOURCE
+#include "rdma_verbs.h"
+
+/* ----------------------------------------------- zero-copy: RDMA read */
+
+/* rcache backend (ctx: rdma_verbs_rc_t).  Watch before registering: an
+ * unmap in between cannot be missed (the registration then fails or its
+ * event is queued).  Memory that cannot be watched (file-backed, e.g. an
+ * executable's .data) is registered for one use only. */
+static int rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key)
+{
+    rdma_verbs_rc_t *vr = ctx;
+    int once = vr->xp->memev_on && memev_watch(addr, len) != MEMEV_OK;
+    struct ibv_mr *m = ibv_reg_mr(vr->xp->pd, addr, len, vr->access);
+
+    if (!m)
+        return errno ? -errno : -ENOMEM;
+    *mr = m;
+    *key = m->rkey;
+    return once ? RCACHE_REG_ONCE : 0;
+}
+
+static void rdma_verbs_rc_dereg(void *ctx, void *mr)
+{
+    (void) ctx;
+    ibv_dereg_mr(mr);
+}
+
+/* A released range invalidates both caches (arg: the xport). */
+static void rdma_verbs_rc_inval(void *arg, uintptr_t start, size_t len)
+{
+    rdma_xport_t *xp = arg;
+
+    rcache_invalidate(xp->rc_src.rc, start, len);
+    rcache_invalidate(xp->rc_dst.rc, start, len);
+}
+
+static void rdma_verbs_rc_flush(void *arg)
+{
+    rdma_xport_t *xp = arg;
+
+    rcache_flush(xp->rc_src.rc);
+    rcache_flush(xp->rc_dst.rc);
+}
+
+static void rdma_verbs_rc_drain(void *ctx, rcache_t * rc)
+{
+    rdma_xport_t *xp = ((rdma_verbs_rc_t *) ctx)->xp;
+
+    (void) rc;
+    if (xp->memev_on)
+        memev_drain(rdma_verbs_rc_inval, rdma_verbs_rc_flush, xp);
+}
+
+static const rcache_ops_t rdma_verbs_rc_ops = {
+    rdma_verbs_rc_reg, rdma_verbs_rc_dereg, rdma_verbs_rc_drain
+};
+
+int rdma_verbs_rc_open(rdma_xport_t * xp)
+{
+    rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1 };
+
+    xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == MEMEV_OK;
+    cfg.cache = xp->memev_on;
+    xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
+    xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
+        return -1;
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RCACHE_OK)
+        return 0;
+    rcache_destroy(xp->rc_src.rc);
+    xp->rc_src.rc = NULL;
+    return -1;
+}
+
+/* Whatever rc_open created. */
+void rdma_verbs_rc_close(rdma_xport_t * xp)
+{
+    rcache_destroy(xp->rc_src.rc);
+    rcache_destroy(xp->rc_dst.rc);
+    xp->rc_src.rc = xp->rc_dst.rc = NULL;
+    if (xp->memev_on)
+        memev_close();
+    xp->memev_on = 0;
+}
+
+/* A region of cache vr for [addr, addr+len), or -1 after saying once why
+ * not. */
+static int rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
+                             rcache_region_t ** r, int *hit)
+{
+    rdma_xport_t *xp = vr->xp;
+    int e;
+
+    if (!xp->memev_on && !xp->said_memev++)
+        fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
+                "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
+    e = rcache_get(vr->rc, addr, len, r, hit);
+    if (e == RCACHE_OK)
+        return 0;
+    e = e == RCACHE_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
+    rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot register %zu bytes at %p: %s%s", len,
+                       addr, strerror(e), e == ENOMEM || e == EAGAIN ?
+                       " (memlock or NIC limit: raise ulimit -l or lower "
+                       "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
+    /* limits deserve a notice; memory that cannot be registered at all
+     * (e.g. read-only) just takes the copy path (VERBOSE counts it) */
+    if ((e == ENOMEM || e == EAGAIN) && !xp->said_reg++)
+        fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
+    return -1;
+}
+
+static int rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                             void **handle, int *hit)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rcache_region_t *r;
+
+    if (rdma_verbs_rc_get(&vc->xp->rc_src, addr, len, &r, hit))
+        return -1;
+    *key = r->key;
+    *handle = r;
+    return 0;
+}
+
+static void rdma_verbs_unexpose(void *ctx, void *handle)
+{
+    rcache_put(((rdma_verbs_conn_t *) ctx)->xp->rc_src.rc, handle);
+}
+
+/* The receive region for a read into [at, at+len): registered for the
+ * rest of len within at's window (see the top), so the window's later
+ * reads hit it.  *k is cut back to end at the window's end. */
+static int rdma_verbs_dst_get(rdma_xport_t * xp, char *at, size_t len, size_t *k,
+                              rcache_region_t ** r)
+{
+    size_t w = RDMA_VERBS_REG_WINDOW - ((uintptr_t) at & (RDMA_VERBS_REG_WINDOW - 1));
+
+    w = w < len ? w : len;
+    *k = *k < w ? *k : w;
+    return rdma_verbs_rc_get(&xp->rc_dst, at, w, r, NULL);
+}
+
+int rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                             void **handle)
+{
+    size_t k = len;
+    rcache_region_t *r;
+
+    if (rdma_verbs_dst_get(xp, addr, len, &k, &r))
+        return -1;
+    *key = r->key;
+    *handle = r;
+    return 0;
+}
+
+void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle)
+{
+    rcache_put(xp->rc_dst.rc, handle);
+}
+
+static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
+{
+    return vc->max_rd_atomic < RDMA_VERBS_READS_MAX ? (uint32_t) vc->max_rd_atomic :
+        RDMA_VERBS_READS_MAX;
+}
+
+/* Post reads into dst while the read and send-queue limits allow.  A
+ * destination that cannot be registered refuses the pull if nothing of
+ * it is in flight (the sender then uses the ring), else waits. */
+static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                           uint64_t key, size_t len, size_t *posted)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    size_t off = 0, k;
+    rcache_region_t *r;
+    int i = 0;
+
+    *posted = 0;
+    if (rdma_verbs_reads_max(vc) == 0)
+        return ZC_PULL_REFUSED;
+    while (i < n && *posted < len && vc->rd_head - vc->rd_tail < rdma_verbs_reads_max(vc)
+           && vc->sq_free > RDMA_VERBS_SQ_RESERVE + 1) {
+        char *at = (char *) dst[i].iov_base + off;
+        size_t rest = dst[i].iov_len - off;
+
+        rest = rest < len - *posted ? rest : len - *posted;
+        k = rest < RDMA_VERBS_READ_MAX ? rest : RDMA_VERBS_READ_MAX;
+        if (rdma_verbs_dst_get(vc->xp, at, rest, &k, &r))
+            return *posted == 0 && vc->rd_head == vc->rd_tail ? ZC_PULL_REFUSED : ZC_PULL_OK;
+        if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
+                            raddr + *posted, (uint32_t) key, -1,
+                            RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
+            rcache_put(vc->xp->rc_dst.rc, r);
+            return ZC_PULL_FAILED;
+        }
+        vc->reads[vc->rd_head % RDMA_VERBS_READS_MAX].len = (uint32_t) k;
+        vc->reads[vc->rd_head++ % RDMA_VERBS_READS_MAX].reg = r;
+        *posted += k;
+        off += k;
+        if (off == dst[i].iov_len) {
+            i++;
+            off = 0;
+        }
+    }
+    return ZC_PULL_OK;
+}
+
+void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
+{
+    uint32_t t = vc->rd_tail++ % RDMA_VERBS_READS_MAX;
+
+    rcache_put(vc->xp->rc_dst.rc, vc->reads[t].reg);
+    vc->xp->prm.ev.pulled(vc->c, vc->reads[t].len);
+}
+
+/* No split copy: both halves would cross the same link. */
+const zc_ops_t rdma_verbs_zc_ops = {
+    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull, NULL
+};
+
+static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, char *buf,
+                               size_t len)
+{
+    rcache_stats_t st;
+
+    rcache_stats_get(vr->rc, &st);
+    return snprintf(buf, len, "%s: hits %llu misses %llu evictions %llu invalidations "
+                    "%llu uncached %llu failures %llu; %zu regions (%zu B), %zu idle", what,
+                    (unsigned long long) st.hits, (unsigned long long) st.misses,
+                    (unsigned long long) st.evictions, (unsigned long long) st.invalidations,
+                    (unsigned long long) st.uncached, (unsigned long long) st.reg_failures,
+                    st.regions, st.bytes, st.idle_regions);
+}
+
+int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "rcache %s, ", xp->memev_on ? "on" : "off");
+
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rc_stats(&xp->rc_src, "send", buf + n, len - n);
+    if (n >= 0 && (size_t) n + 2 < len)
+        n += snprintf(buf + n, len - n, "; ");
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
+    if (n >= 0 && (size_t) n < len)
+        n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped",
+                      (unsigned long long) xp->cm_dropped);
+    return n;
+}

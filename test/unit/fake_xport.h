@@ -1,0 +1,283 @@
+/*
+ * fake_xport: an in-process transport behind rdma_xport.h, for testing what
+ * sits above the transport contract (rdma_link, the pipe, the rendezvous)
+ * without MPICH, devices or other processes.  Header-only: include once per
+ * test program.
+ *
+ * Every rank of a job is an rdma_xport_t in this process; ranks find each
+ * other through a table keyed by job.  connect() creates this side's end
+ * and binds it at once; the peer's progress() accepts (conn_of, bind,
+ * ready), this side's next progress() sees that and is ready too, so every
+ * event comes from inside the rank's own calls, as the contract says.
+ *
+ * Faults (fake_faults, set by the test before traffic):
+ *   defer_writes   writes land only at the receiver's next progress(), as
+ *                  completion-driven arrivals (ev.landed)
+ *   pull_max       bytes one pull() starts at most (0: all it is offered)
+ *   defer_pulls    pulled bytes are reported at the next progress()
+ *   refuse_pulls   pull() refuses (ZC_PULL_REFUSED): the ring carries it
+ *   fail_writes_after  the write after this many fails (0: never)
+ */
+#ifndef FAKE_XPORT_H_INCLUDED
+#define FAKE_XPORT_H_INCLUDED
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rdma_xport.h"
+
+enum { FAKE_RANKS = 4, FAKE_QMAX = 1024 };
+
+static struct fake_faults {
+    int defer_writes, defer_pulls, refuse_pulls;
+    size_t pull_max;
+    unsigned long fail_writes_after;
+} fake_faults;
+
+typedef struct fake_end fake_end_t;
+struct fake_end {
+    rdma_xport_t *xp;
+    rdma_conn_t *c;
+    fake_end_t *peer;           /* set by the accepting side */
+    uint8_t *ring, *stage;      /* ring: the peer writes; stage: its image */
+    volatile uint64_t tail_word, head_word;
+    struct {
+        size_t off, len;
+        unsigned frames;
+    } q[FAKE_QMAX];             /* deferred writes INTO this end's ring */
+    unsigned qh, qt;
+    size_t pulled_due;          /* deferred pull completions */
+    int accepted;
+};
+
+struct rdma_xport {
+    rdma_xport_params_t prm;
+    fake_end_t *end[FAKE_RANKS];
+    unsigned long writes;
+    char err[128];
+};
+
+static rdma_xport_t *fake_world[FAKE_RANKS];   /* one job at a time */
+
+static int fake_write(void *ctx, size_t off, size_t len, unsigned frames)
+{
+    fake_end_t *e = ctx, *p = e->peer;
+
+    if (fake_faults.fail_writes_after && ++e->xp->writes > fake_faults.fail_writes_after) {
+        snprintf(e->xp->err, sizeof(e->xp->err), "fake: write to rank %d failed", e->c->peer);
+        return -1;
+    }
+    if (!fake_faults.defer_writes) {
+        memcpy(p->ring + off, e->stage + off, len);
+        return 0;
+    }
+    if (p->qt - p->qh == FAKE_QMAX)
+        return -1;
+    p->q[p->qt % FAKE_QMAX].off = off;
+    p->q[p->qt % FAKE_QMAX].len = len;
+    p->q[p->qt++ % FAKE_QMAX].frames = frames;
+    return 0;
+}
+
+static int fake_credit(void *ctx, uint64_t tail)
+{
+    ((fake_end_t *) ctx)->peer->tail_word = tail;
+    return 0;
+}
+
+static int fake_head(void *ctx, uint64_t head)
+{
+    ((fake_end_t *) ctx)->peer->head_word = head;
+    return 0;
+}
+
+static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head };
+
+static int fake_expose(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
+                       int *hit)
+{
+    (void) ctx, (void) len;
+    *key = 0;
+    *handle = (void *) addr;
+    *hit = 1;
+    return 0;
+}
+
+static void fake_unexpose(void *ctx, void *handle)
+{
+    (void) ctx, (void) handle;
+}
+
+/* The peer's memory is ours: copy now, report now or at progress(). */
+static int fake_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
+                     size_t len, size_t *posted)
+{
+    fake_end_t *e = ctx;
+    size_t cap = fake_faults.pull_max ? fake_faults.pull_max : len, k;
+    int i;
+
+    (void) key;
+    *posted = 0;
+    if (fake_faults.refuse_pulls)
+        return ZC_PULL_REFUSED;
+    for (i = 0; i < n && *posted < len && *posted < cap; i++) {
+        k = dst[i].iov_len;
+        k = k < len - *posted ? k : len - *posted;
+        k = k < cap - *posted ? k : cap - *posted;
+        memcpy(dst[i].iov_base, (const char *) (uintptr_t) raddr + *posted, k);
+        *posted += k;
+    }
+    if (fake_faults.defer_pulls)
+        e->pulled_due += *posted;
+    else
+        e->xp->prm.ev.pulled(e->c, *posted);
+    return ZC_PULL_OK;
+}
+
+static const zc_ops_t fake_zc_ops = { fake_expose, fake_unexpose, fake_pull, NULL };
+
+static int fake_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
+                     size_t cardlen, char *err, size_t errlen)
+{
+    rdma_xport_t *xp;
+
+    if (prm->rank < 0 || prm->rank >= FAKE_RANKS || fake_world[prm->rank]) {
+        snprintf(err, errlen, "fake: rank %d taken or out of range", prm->rank);
+        return RDMA_XPORT_ERR;
+    }
+    xp = calloc(1, sizeof(*xp));
+    if (!xp)
+        return RDMA_XPORT_ENOMEM;
+    xp->prm = *prm;
+    fake_world[prm->rank] = xp;
+    snprintf(card, cardlen, "fake.%d", prm->rank);
+    *xpp = xp;
+    return RDMA_XPORT_OK;
+}
+
+static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    fake_end_t *e = calloc(1, sizeof(*e));
+    rdma_conn_mem_t mem = { 0 };
+
+    if (!e || !(e->ring = calloc(1, xp->prm.ring_size)) || !(e->stage =
+                                                               calloc(1, xp->prm.ring_size)))
+        return NULL;
+    e->xp = xp;
+    e->c = c;
+    c->priv = e;
+    c->xport = xp;
+    xp->end[c->peer] = e;
+    mem = (rdma_conn_mem_t) { e->stage, &e->tail_word, e->ring, &e->head_word,
+        fake_faults.defer_writes };
+    return xp->prm.ev.bind(xp->prm.ev.arg, c, &mem) ? NULL : e;
+}
+
+static int fake_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    if (c->peer < 0 || c->peer >= FAKE_RANKS || !fake_world[c->peer])
+        return snprintf(xp->err, sizeof(xp->err), "fake: no rank %d", c->peer), RDMA_XPORT_EPEER;
+    if (xp->end[c->peer])
+        return RDMA_XPORT_OK;
+    if (!fake_end_new(xp, c))
+        return RDMA_XPORT_ENOMEM;
+    c->state = RDMA_CONN_CONNECTING;
+    return RDMA_XPORT_OK;
+}
+
+static void fake_ready(rdma_xport_t * xp, fake_end_t * e)
+{
+    e->c->state = RDMA_CONN_READY;
+    xp->prm.ev.ready(xp->prm.ev.arg, e->c);
+}
+
+/* Accept peers that connected to us; finish our own connects. */
+static void fake_accept(rdma_xport_t * xp)
+{
+    int r;
+
+    for (r = 0; r < FAKE_RANKS; r++) {
+        rdma_xport_t *px = fake_world[r];
+        fake_end_t *theirs = px && r != xp->prm.rank ? px->end[xp->prm.rank] : NULL, *mine;
+        rdma_conn_t *c;
+
+        if (!theirs || theirs->peer)
+            continue;
+        mine = xp->end[r];
+        if (!mine && (!(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_end_new(xp, c))))
+            continue;
+        mine->peer = theirs;
+        theirs->peer = mine;
+        theirs->accepted = 1;
+        fake_ready(xp, mine);
+    }
+    for (r = 0; r < FAKE_RANKS; r++)
+        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state != RDMA_CONN_READY)
+            fake_ready(xp, xp->end[r]);
+}
+
+/* Land deferred writes into our rings and report deferred pulls. */
+static int fake_progress(rdma_xport_t * xp)
+{
+    int r;
+
+    fake_accept(xp);
+    for (r = 0; r < FAKE_RANKS; r++) {
+        fake_end_t *e = xp->end[r];
+
+        for (; e && e->peer && e->qh != e->qt; e->qh++) {
+            size_t off = e->q[e->qh % FAKE_QMAX].off;
+
+            memcpy(e->ring + off, e->peer->stage + off, e->q[e->qh % FAKE_QMAX].len);
+            xp->prm.ev.landed(e->c, e->q[e->qh % FAKE_QMAX].frames);
+        }
+        if (e && e->pulled_due) {
+            size_t k = e->pulled_due;
+
+            e->pulled_due = 0;
+            xp->prm.ev.pulled(e->c, k);
+        }
+    }
+    return RDMA_XPORT_OK;
+}
+
+static int fake_close(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    (void) xp;
+    c->state = RDMA_CONN_CLOSED;
+    return RDMA_XPORT_OK;
+}
+
+static int fake_finalize(rdma_xport_t * xp)
+{
+    int r;
+
+    for (r = 0; r < FAKE_RANKS; r++) {
+        if (xp->end[r]) {
+            free(xp->end[r]->ring);
+            free(xp->end[r]->stage);
+            free(xp->end[r]);
+        }
+    }
+    fake_world[xp->prm.rank] = NULL;
+    free(xp);
+    return RDMA_XPORT_OK;
+}
+
+static const char *fake_error(const rdma_xport_t * xp)
+{
+    return xp->err;
+}
+
+static int fake_describe(const rdma_conn_t * c, char *buf, size_t len)
+{
+    return snprintf(buf, len, "fake peer=%d", c->peer);
+}
+
+static const rdma_xport_ops_t fake_xport = {
+    .name = "fake",.open = fake_open,.connect = fake_connect,.progress = fake_progress,
+    .close = fake_close,.finalize = fake_finalize,.error = fake_error,
+    .describe = fake_describe,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops
+};
+
+#endif /* FAKE_XPORT_H_INCLUDED */
