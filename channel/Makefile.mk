@@ -11,8 +11,10 @@ noinst_HEADERS += \
     $(rdma_dir)/include/mpidi_ch3_pre.h  \
     $(rdma_dir)/include/mpidi_ch3_impl.h \
     $(rdma_dir)/include/mpidi_ch3_post.h \
+    $(rdma_dir)/include/rdma_status.h \
     $(rdma_dir)/src/rdma_xport.h \
     $(rdma_dir)/src/rdma_link.h \
+    $(rdma_dir)/src/rdma_chan.h \
     $(rdma_dir)/src/rdma_config.h \
     $(rdma_dir)/src/rdma_verbs.h \
     $(rdma_dir)/ringbuf/rb_pipe.h \
@@ -25,6 +27,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3_send.c \
     $(rdma_dir)/src/ch3_progress.c \
     $(rdma_dir)/src/rdma_channel.c \
+    $(rdma_dir)/src/rdma_chan.c \
     $(rdma_dir)/src/rdma_cvars.c \
     $(rdma_dir)/src/rdma_link.c \
     $(rdma_dir)/src/rdma_xport_shm.c \

@@ -104,7 +104,7 @@ static void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_bu
     }
 }
 
-int rb_config_check(const rb_config_t * cfg, const char **what)
+rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
 {
     const char *bad = NULL;
 
@@ -135,21 +135,21 @@ int rb_config_check(const rb_config_t * cfg, const char **what)
         bad = "sched_q";
     if (what)
         *what = bad;
-    return bad ? RB_ERR_INVAL : RB_OK;
+    return bad ? RDMA_ERR_INVAL : RDMA_OK;
 }
 
-int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
-                 void *ctx, void *stage, volatile uint64_t * tail_word,
-                 volatile void *ring, volatile uint64_t * head_word)
+rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
+                           void *ctx, void *stage, volatile uint64_t * tail_word,
+                           volatile void *ring, volatile uint64_t * head_word)
 {
     int basic;
 
     if (!p || rb_config_check(cfg, NULL) || !ops || !ops->write || !ops->credit
         || !stage || !tail_word || !ring)
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     basic = cfg->mode == RB_MODE_BASIC;
     if ((basic && (!ops->head || !head_word)) || ((uintptr_t) stage | (uintptr_t) ring) & 7)
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     memset(p, 0, sizeof(*p));
     p->cfg = *cfg;
     p->ops = ops;
@@ -161,7 +161,7 @@ int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * 
     p->rx.ring = ring;
     p->rx.head_word = head_word;
     p->rx.seq = 1;
-    return RB_OK;
+    return RDMA_OK;
 }
 
 /* ---- send side ---- */
@@ -208,13 +208,13 @@ static inline double rb_sched_next(double c, double q, size_t max)
 static int rb_tx_flush(rb_pipe_t * p)
 {
     const rb_config_t *c = &p->cfg;
-    int rc = RB_OK;
+    int rc = RDMA_OK;
 
     if (!p->tx.wr_frames)
-        return RB_OK;
+        return RDMA_OK;
     if (p->ops->write(p->ctx, p->tx.wr_off, p->tx.wr_len, p->tx.wr_frames)
         || (c->mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
-        rc = RB_ERR_XPORT;
+        rc = RDMA_ERR_XPORT;
     p->stats.writes_tx++;
     p->tx.wr_frames = 0;
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
@@ -233,7 +233,7 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     int rc;
 
     /* a group is contiguous in the ring: it ends where the ring wraps */
-    if (off == 0 && (rc = rb_tx_flush(p)) != RB_OK)
+    if (off == 0 && (rc = rb_tx_flush(p)) != RDMA_OK)
         return rc;
     /* The receiver's word at the tail position is 0 or what our stage holds
      * there: make the tail flag differ from it (alt 1 -> 2). */
@@ -255,20 +255,20 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     p->stats.bytes_tx += len;
     if (p->cfg.mode != RB_MODE_BASIC)
         p->rx.tail_sent = p->rx.tail;   /* piggybacked */
-    return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RB_OK;
+    return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
-int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
     size_t total, done = 0;
-    int rc = RB_OK;
+    int rc = RDMA_OK;
 
     if (!p || !nbytes || n < 0 || (n && !iov))
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     total = rb_iov_total(iov, n);
     p->tx.tail = rb_tx_tail_seen(p);
-    while (done < total && rc == RB_OK) {
+    while (done < total && rc == RDMA_OK) {
         /* room: chunk multiples, so a non-zero room holds >= 40 payload
          * bytes; the frame ends at the ring end at the latest */
         size_t off = rb_ring_off(p, p->tx.head);
@@ -285,11 +285,11 @@ int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
             len = room - RB_FRAME_OVERHEAD;
         rb_cursor_copy(&cur, rb_tx_payload(p, len), len, 1);
         rc = rb_tx_send(p, RB_FRAME_DATA, len);
-        done += rc == RB_OK ? len : 0;
+        done += rc == RDMA_OK ? len : 0;
     }
-    if (rc == RB_OK)
+    if (rc == RDMA_OK)
         rc = rb_tx_flush(p);
-    if (total && !done && rc == RB_OK)
+    if (total && !done && rc == RDMA_OK)
         p->stats.full_stalls++;
     if (done == total)
         p->tx.wr_target = (double) p->cfg.sched_c0;     /* the message is complete */
@@ -297,14 +297,14 @@ int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
     return rc;
 }
 
-int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
 {
     size_t off;
     int rc;
 
     if (!p || !sent || type < RB_FRAME_CTRL || type >= RB_FRAME_PAD || (len && !buf)
         || len > p->cfg.max_frame - RB_FRAME_OVERHEAD)
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     *sent = 0;
     p->tx.tail = rb_tx_tail_seen(p);
     off = rb_ring_off(p, p->tx.head);
@@ -322,8 +322,8 @@ int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *
     if (len)
         memcpy(rb_tx_payload(p, len), buf, len);
     rc = rb_tx_send(p, type, len);
-    rc = rc == RB_OK ? rb_tx_flush(p) : rc;
-    *sent = rc == RB_OK;
+    rc = rc == RDMA_OK ? rb_tx_flush(p) : rc;
+    *sent = rc == RDMA_OK;
     return rc;
   full:
     p->stats.full_stalls++;
@@ -340,13 +340,13 @@ size_t rb_pipe_tx_space(const rb_pipe_t * p)
 static int rb_rx_credit(rb_pipe_t * p)
 {
     if (p->ops->credit(p->ctx, p->rx.tail))
-        return RB_ERR_XPORT;
+        return RDMA_ERR_XPORT;
     p->rx.tail_sent = p->rx.tail;
     p->stats.credits_tx++;
-    return RB_OK;
+    return RDMA_OK;
 }
 
-/* Is the frame at rx.tail complete?  1 (filling *f), 0, or RB_ERR_PROTO. */
+/* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
 static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 {
     size_t off = rb_ring_off(p, p->rx.tail);
@@ -370,22 +370,22 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
      * byte-wise (its unwritten seq bytes are 0, and seq is never 0) -- or a
      * corrupt ring, which this cannot tell from a slow write. */
     if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
-        return known ? RB_ERR_PROTO : 0;
+        return known ? RDMA_ERR_PROTO : 0;
     len = flag >> 2 & RB_LEN_MAX;
     /* rx.off > len: the peer rewrote a frame we had partly read (callers
      * compute len - rx.off) */
     if ((flag & 3) == 0 || (flag & 3) == 3 || RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.max_frame
         || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
-        return RB_ERR_PROTO;
+        return RDMA_ERR_PROTO;
     if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
         != flag)
-        return known ? RB_ERR_PROTO : 0;
+        return known ? RDMA_ERR_PROTO : 0;
     /* complete: no payload or info read may move before the flag reads */
     RB_RX_BARRIER();
     info = ((volatile uint64_t *) fr)[1];
     f->type = (int) (info >> 56);
     if (f->type == RB_FRAME_PAD && len)
-        return RB_ERR_PROTO;
+        return RDMA_ERR_PROTO;
     if (p->cfg.mode == RB_MODE_PIGGYBACK) {
         /* 56-bit credit: rebuild the full tail, which lies within a ring of
          * tx.head */
@@ -419,7 +419,7 @@ static int rb_rx_release(rb_pipe_t * p, uint64_t span)
     if (p->cfg.mode == RB_MODE_BASIC
         || p->rx.tail - p->rx.tail_sent >= p->cfg.credit_threshold)
         return rb_rx_credit(p);
-    return RB_OK;
+    return RDMA_OK;
 }
 
 /* rb_rx_parse, with PAD frames released on the way: never shown. */
@@ -439,18 +439,18 @@ static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
 {
     p->rx.off += n;
     p->stats.bytes_rx += n;
-    return p->rx.off == f->len ? rb_rx_release(p, f->span) : RB_OK;
+    return p->rx.off == f->len ? rb_rx_release(p, f->span) : RDMA_OK;
 }
 
-int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
     rb_frame_t f;
     size_t total, done = 0;
-    int rc = RB_OK;
+    int rc = RDMA_OK;
 
     if (!p || !nbytes || n < 0 || (n && !iov))
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     total = rb_iov_total(iov, n);
     while (done < total && (rc = rb_rx_poll(p, &f)) == 1 && f.type == RB_FRAME_DATA) {
         size_t k = f.len - p->rx.off;
@@ -465,16 +465,16 @@ int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
     }
     *nbytes = done;
     p->rx.at_ctrl = rc == 1 && f.type != RB_FRAME_DATA;
-    return rc < 0 ? rc : RB_OK;
+    return rc < 0 ? rc : RDMA_OK;
 }
 
-int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
+rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
     rb_frame_t f;
     int rc;
 
     if (!p || !type || !buf || !len)
-        return RB_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     rc = rb_rx_poll(p, &f);
     if (rc == 1) {
         *type = f.type;
@@ -484,14 +484,14 @@ int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
     return rc;
 }
 
-int rb_pipe_consume(rb_pipe_t * p, size_t n)
+rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
 {
     rb_frame_t f;
-    int rc = p ? rb_rx_poll(p, &f) : RB_ERR_INVAL;
+    int rc = p ? rb_rx_poll(p, &f) : RDMA_ERR_INVAL;
 
     if (rc < 0)
         return rc;
-    return rc == 0 || n > f.len - p->rx.off ? RB_ERR_INVAL : rb_rx_advance(p, &f, n);
+    return rc == 0 || n > f.len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, &f, n);
 }
 
 void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
@@ -521,9 +521,9 @@ unsigned rb_sched_count(size_t len, size_t c0, double q)
     return n;
 }
 
-int rb_pipe_flush_credit(rb_pipe_t * p)
+rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p)
 {
     if (!p)
-        return RB_ERR_INVAL;
-    return p->rx.tail != p->rx.tail_sent ? rb_rx_credit(p) : RB_OK;
+        return RDMA_ERR_INVAL;
+    return p->rx.tail != p->rx.tail_sent ? rb_rx_credit(p) : RDMA_OK;
 }

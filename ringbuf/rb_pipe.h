@@ -66,13 +66,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include "rdma_status.h"
 
-typedef enum {
-    RB_OK = 0,
-    RB_ERR_INVAL = -1,          /* bad argument or configuration */
-    RB_ERR_XPORT = -2,          /* the transport op failed */
-    RB_ERR_PROTO = -3           /* corrupt frame: protocol violation */
-} rb_status_t;
 
 typedef enum {
     RB_MODE_PIGGYBACK = 0,      /* head and credit piggybacked, flag polling */
@@ -110,11 +105,11 @@ typedef struct rb_xport_ops {
      * with one write: `frames` consecutive frames (data only, in basic
      * mode).  Asynchronous is fine; completion-driven receivers learn the
      * frame count (rb_pipe_landed). */
-    int (*write)(void *ctx, size_t off, size_t len, unsigned frames);
+    rdma_status_t (*write)(void *ctx, size_t off, size_t len, unsigned frames);
     /* Store this side's receive tail into the peer's tail word. */
-    int (*credit)(void *ctx, uint64_t tail);
+    rdma_status_t (*credit)(void *ctx, uint64_t tail);
     /* Basic mode only: store the send head into the peer's head word. */
-    int (*head)(void *ctx, uint64_t head);
+    rdma_status_t (*head)(void *ctx, uint64_t head);
 } rb_xport_ops_t;
 
 typedef struct rb_stats {
@@ -152,37 +147,37 @@ typedef struct rb_pipe {
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */
-int rb_config_check(const rb_config_t * cfg, const char **what);
+rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what);
 
 /* The four areas must be zeroed by their owners before either side writes.
  * stage and ring are ring_size bytes, 8-byte aligned. */
-int rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
-                 void *ctx, void *stage, volatile uint64_t * tail_word,
-                 volatile void *ring, volatile uint64_t * head_word);
+rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
+                           void *ctx, void *stage, volatile uint64_t * tail_word,
+                           volatile void *ring, volatile uint64_t * head_word);
 
 /* Copy up to the iov total into as many frames as fit (each at most
  * max_frame), write each frame as soon as it is copied.  *nbytes = bytes
  * accepted (0 when the ring is full).  Non-blocking. */
-int rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
+rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
 
 /* Send one control message of type t (RB_FRAME_CTRL <= t < RB_FRAME_PAD,
- * len <= max_frame - overhead) as a single frame, or return RB_OK with
+ * len <= max_frame - overhead) as a single frame, or return RDMA_OK with
  * *sent = 0 when there is no space (a PAD frame may have gone out). */
-int rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
+rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
 
 /* Copy arrived DATA bytes into the iov, across frames.  Stops at a CTRL
  * frame.  *nbytes may be 0.  Non-blocking. */
-int rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
+rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
 
 /* The current frame, if complete: its type and the unconsumed part of its
  * payload (zero-copy view, valid until rb_pipe_consume).  Returns 1 if a
  * frame is ready, 0 if not, < 0 on error. */
-int rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
+rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
 
 /* Consume n bytes of the current frame's payload (n <= peeked len); a frame
  * fully consumed is released (chunk-start words cleared, tail advanced,
  * credit sent if the threshold is reached). */
-int rb_pipe_consume(rb_pipe_t * p, size_t n);
+rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n);
 
 /* For the idle poll: 0 if nothing can have arrived since the last getv
  * (chunk-start word still 0, no landed completion, head word unmoved); 1
@@ -216,7 +211,7 @@ unsigned rb_sched_count(size_t len, size_t c0, double q);
 
 /* Publish the receive tail now if anything is unreported (e.g. when idle
  * or before closing). */
-int rb_pipe_flush_credit(rb_pipe_t * p);
+rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p);
 
 /* Ring bytes the sender may still write, frame overhead included (for
  * schedulers and tests). */

@@ -139,7 +139,7 @@ static void atfork_child(void)
 }
 
 /* A new userfaultfd, or -1 with the reason in err. */
-static int uffd_new(char *err, size_t errlen)
+static rdma_status_t uffd_new(char *err, size_t errlen)
 {
     const int flags = O_CLOEXEC | O_NONBLOCK;
     int um = UFFD_USER_MODE_ONLY, fd, dev, e;
@@ -168,10 +168,10 @@ static int uffd_new(char *err, size_t errlen)
         : um ? "denied by seccomp or an LSM, e.g. a container's default profile"
         : "vm.unprivileged_userfaultfd=0 and no UFFD_USER_MODE_ONLY before Linux 5.11";
     snprintf(err, errlen, "userfaultfd: %s (%s%s)", strerror(e), why, devmsg);
-    return -1;
+    return RDMA_ERR_SYS;
 }
 
-/* Enable the events; MEMEV_ENOSYS when the kernel lacks them or WP mode. */
+/* Enable the events; RDMA_ERR_NOSYS when the kernel lacks them or WP mode. */
 static int uffd_api(int fd, char *err, size_t errlen)
 {
     struct uffdio_api api = {.api = UFFD_API,.features = FEATURES };
@@ -179,14 +179,14 @@ static int uffd_api(int fd, char *err, size_t errlen)
     if (ioctl(fd, UFFDIO_API, &api) < 0) {
         snprintf(err, errlen, "UFFDIO_API: %s (needs the UNMAP, REMOVE and REMAP"
                  " events, Linux >= 4.11)", strerror(errno));
-        return MEMEV_ENOSYS;
+        return RDMA_ERR_NOSYS;
     }
     if (!(api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)) {
         snprintf(err, errlen, "userfaultfd: no write-protect mode (Linux >= 5.7"
                  " with CONFIG_HAVE_ARCH_USERFAULTFD_WP)");
-        return MEMEV_ENOSYS;
+        return RDMA_ERR_NOSYS;
     }
-    return MEMEV_OK;
+    return RDMA_OK;
 }
 
 /* Start the monitor with every signal blocked: handlers never run on it. */
@@ -201,29 +201,29 @@ static int start_monitor(char *err, size_t errlen)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc)
         snprintf(err, errlen, "memev: pthread_create: %s", strerror(rc));
-    return rc ? MEMEV_ERR : MEMEV_OK;
+    return rc ? RDMA_ERR_SYS : RDMA_OK;
 }
 
-int memev_open(char *err, size_t errlen)
+rdma_status_t memev_open(char *err, size_t errlen)
 {
     int rc;
 
     if (mv.uffd >= 0) {
         snprintf(err, errlen, "memev: already open");
-        return MEMEV_ERR;
+        return RDMA_ERR_SYS;
     }
     if (!atfork_done && (rc = pthread_atfork(NULL, NULL, atfork_child)) != 0) {
         snprintf(err, errlen, "memev: pthread_atfork: %s", strerror(rc));
-        return MEMEV_ERR;
+        return RDMA_ERR_SYS;
     }
     atfork_done = 1;
     mv.uffd = uffd_new(err, errlen);
     if (mv.uffd < 0)
-        return MEMEV_ENOSYS;
+        return RDMA_ERR_NOSYS;
     rc = uffd_api(mv.uffd, err, errlen);
-    if (rc != MEMEV_OK)
+    if (rc != RDMA_OK)
         goto fail_uffd;
-    rc = MEMEV_ERR;
+    rc = RDMA_ERR_SYS;
     mv.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (mv.stopfd < 0) {
         snprintf(err, errlen, "memev: eventfd: %s", strerror(errno));
@@ -235,9 +235,9 @@ int memev_open(char *err, size_t errlen)
     atomic_store(&mv.tail, 0);
     atomic_store(&mv.overflow, 0);
     rc = start_monitor(err, errlen);
-    if (rc != MEMEV_OK)
+    if (rc != RDMA_OK)
         goto fail_stop;
-    return MEMEV_OK;
+    return RDMA_OK;
 
   fail_stop:
     close(mv.stopfd);
@@ -248,24 +248,24 @@ int memev_open(char *err, size_t errlen)
     return rc;
 }
 
-int memev_watch(const void *addr, size_t len)
+rdma_status_t memev_watch(const void *addr, size_t len)
 {
     uintptr_t start = (uintptr_t) addr & ~mv.pagemask;
     uintptr_t end = ((uintptr_t) addr + len + mv.pagemask) & ~mv.pagemask;
     struct uffdio_register reg;
 
     if (mv.uffd < 0)
-        return MEMEV_ENOSYS;
+        return RDMA_ERR_NOSYS;
     if (len == 0 || end <= start)       /* empty or wraps */
-        return MEMEV_ERR;
+        return RDMA_ERR_SYS;
     reg.range.start = start;
     reg.range.len = end - start;
     reg.mode = UFFDIO_REGISTER_MODE_WP;
-    return ioctl(mv.uffd, UFFDIO_REGISTER, &reg) < 0 ? MEMEV_ERR : MEMEV_OK;
+    return ioctl(mv.uffd, UFFDIO_REGISTER, &reg) < 0 ? RDMA_ERR_SYS : RDMA_OK;
 }
 
-int memev_drain(void (*fn)(void *arg, uintptr_t start, size_t len),
-                void (*flush)(void *arg), void *arg)
+rdma_status_t memev_drain(void (*fn)(void *arg, uintptr_t start, size_t len),
+                          void (*flush)(void *arg), void *arg)
 {
     unsigned t, h;
     range_t r;

@@ -20,7 +20,7 @@
  * anonymous memory, and for shmem and hugetlbfs where the kernel has
  * CONFIG_PTE_MARKER_UFFD_WP; other mappings (regular files, device memory,
  * a range already registered by another userfaultfd) are refused and
- * memev_watch returns MEMEV_ERR: the caller must not cache such a range.
+ * memev_watch returns RDMA_ERR_SYS: the caller must not cache such a range.
  * Ranges are never unregistered: two cached regions may share pages, and
  * unregistering one would silently drop the other's watch.  The kernel
  * drops the registration of memory that goes away, and memev_close drops
@@ -86,7 +86,7 @@
  * memev_close).  In the child memev is closed (fork by a raw clone or
  * syscall skips the handler: don't).
  *
- * Closed state: memev_watch returns MEMEV_ENOSYS and memev_drain calls flush
+ * Closed state: memev_watch returns RDMA_ERR_NOSYS and memev_drain calls flush
  * every time, since nothing is watched any more.
  */
 #ifndef MEMEV_H_INCLUDED
@@ -94,28 +94,24 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "rdma_status.h"
 
-enum {
-    MEMEV_OK = 0,
-    MEMEV_ENOSYS = -1,          /* no mechanism: the caller must not cache */
-    MEMEV_ERR = -2              /* this call failed (see the function) */
-};
 
-/* Start the monitor (one per process).  MEMEV_ENOSYS when userfaultfd or
- * its events are unavailable, MEMEV_ERR for any other failure (already
+/* Start the monitor (one per process).  RDMA_ERR_NOSYS when userfaultfd or
+ * its events are unavailable, RDMA_ERR_SYS for any other failure (already
  * open, no thread); on failure err holds a one-line reason. */
-int memev_open(char *err, size_t errlen);
+rdma_status_t memev_open(char *err, size_t errlen);
 
 /* Watch the pages covering [addr, addr+len) until they are released or
- * memev_close.  MEMEV_OK, MEMEV_ERR when the range cannot be watched (do not
- * cache it), MEMEV_ENOSYS when closed.  Watch before registering. */
-int memev_watch(const void *addr, size_t len);
+ * memev_close.  RDMA_OK, RDMA_ERR_SYS when the range cannot be watched (do not
+ * cache it), RDMA_ERR_NOSYS when closed.  Watch before registering. */
+rdma_status_t memev_watch(const void *addr, size_t len);
 
 /* Report every range released since the last call: fn(arg, start, len) per
  * range, or flush(arg) once (and no fn) if events were lost or memev is
  * closed.  Returns the number of fn calls. */
-int memev_drain(void (*fn)(void *arg, uintptr_t start, size_t len),
-                void (*flush)(void *arg), void *arg);
+rdma_status_t memev_drain(void (*fn)(void *arg, uintptr_t start, size_t len),
+                          void (*flush)(void *arg), void *arg);
 
 /* Stop and join the monitor and close the userfaultfd, which drops every
  * watch and releases any thread still waiting for its event. */

@@ -191,7 +191,7 @@ static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_
     int ret;
 
     if (!r)
-        return RCACHE_ERR_NOMEM;
+        return RDMA_ERR_NOMEM;
     ret = rc->ops.reg(rc->ctx, (void *) s, e - s, &r->mr, &r->key);
     if (ret < 0)
         goto err_free;
@@ -203,12 +203,12 @@ static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_
     rc->stats.regions++;
     rc->stats.bytes += e - s;
     *out = r;
-    return RCACHE_OK;
+    return RDMA_OK;
 
   err_free:
     rc->reg_errno = ret < 0 ? -ret : ret;
     free(r);
-    return RCACHE_ERR_REG;
+    return RDMA_ERR_REG;
 }
 
 static void rcache_region_destroy(rcache_t * rc, rcache_region_t * r)
@@ -263,12 +263,12 @@ static int rcache_region_new(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_reg
     if ((o = rcache_tree_last(rc->root, s, e)) && o->end > me)
         me = o->end;
     st = rcache_region_create(rc, ms, me, &r);
-    if (st == RCACHE_ERR_REG && (ms != s || me != e || rcache_errno_retry_is(rc->reg_errno))) {
+    if (st == RDMA_ERR_REG && (ms != s || me != e || rcache_errno_retry_is(rc->reg_errno))) {
         rcache_lru_trim(rc, 0, 0);
         st = rcache_region_create(rc, s, e, &r);
     }
     if (st) {
-        rc->stats.reg_failures += st == RCACHE_ERR_REG;
+        rc->stats.reg_failures += st == RDMA_ERR_REG;
         return st;
     }
     if (!rc->cfg.cache || r->dead) {
@@ -282,28 +282,28 @@ static int rcache_region_new(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_reg
         rc->root = rcache_tree_insert(rc->root, r);
     }
     *out = r;
-    return RCACHE_OK;
+    return RDMA_OK;
 }
 
 /* --- API ------------------------------------------------------------- */
 
-int rcache_create(const rcache_config_t * cfg, const rcache_ops_t * ops, void *ctx,
-                  rcache_t ** out)
+rdma_status_t rcache_create(const rcache_config_t * cfg, const rcache_ops_t * ops, void *ctx,
+                            rcache_t ** out)
 {
     long page = sysconf(_SC_PAGESIZE);
     rcache_t *rc;
 
     if (!cfg || !ops || !ops->reg || !ops->dereg || !out || page <= 0)
-        return RCACHE_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     rc = calloc(1, sizeof(*rc));
     if (!rc)
-        return RCACHE_ERR_NOMEM;
+        return RDMA_ERR_NOMEM;
     rc->cfg = *cfg;
     rc->ops = *ops;
     rc->ctx = ctx;
     rc->page_mask = (uintptr_t) page - 1;
     *out = rc;
-    return RCACHE_OK;
+    return RDMA_OK;
 }
 
 static void rcache_tree_destroy(rcache_t * rc, rcache_region_t * n)
@@ -329,7 +329,8 @@ void rcache_destroy(rcache_t * rc)
     free(rc);
 }
 
-int rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** out, int *hit)
+rdma_status_t rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** out,
+                         int *hit)
 {
     uintptr_t a = (uintptr_t) addr, last = a + len - 1, s, e;
     rcache_region_t *r;
@@ -337,7 +338,7 @@ int rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** o
 
     /* the last byte may not wrap nor lie in the top page (e would be 0) */
     if (!rc || !out || !len || last < a || (last | rc->page_mask) == UINTPTR_MAX)
-        return RCACHE_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     if (rc->ops.drain)
         rc->ops.drain(rc->ctx, rc);
     s = a & ~rc->page_mask;
@@ -357,7 +358,7 @@ int rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** o
     if (hit)
         *hit = h;
     *out = r;
-    return RCACHE_OK;
+    return RDMA_OK;
 }
 
 void rcache_put(rcache_t * rc, rcache_region_t * r)
@@ -406,20 +407,20 @@ void rcache_stats_get(const rcache_t * rc, rcache_stats_t * st)
 
 /* Check the subtree at n, whose regions must lie in [lo, hi); returns its
  * height or -1.  Adds its regions, bytes and idle regions to cnt[0..2]. */
-static int rcache_tree_check(const rcache_t * rc, const rcache_region_t * n, uintptr_t lo,
-                             uintptr_t hi, size_t cnt[3])
+static rdma_status_t rcache_tree_check(const rcache_t * rc, const rcache_region_t * n,
+                                       uintptr_t lo, uintptr_t hi, size_t cnt[3])
 {
     int l, r;
 
     if (!n)
-        return 0;
+        return RDMA_OK;
     if (n->start < lo || n->end > hi || n->start >= n->end || n->dead
         || ((n->start | n->end) & rc->page_mask))
-        return -1;
+        return RDMA_ERR_INVAL;
     l = rcache_tree_check(rc, n->child[0], lo, n->start, cnt);
     r = rcache_tree_check(rc, n->child[1], n->end, hi, cnt);
     if (l < 0 || r < 0 || l - r > 1 || r - l > 1 || n->height != 1 + (l > r ? l : r))
-        return -1;
+        return RDMA_ERR_INVAL;
     cnt[0]++;
     cnt[1] += n->end - n->start;
     cnt[2] += !n->refcount;
@@ -428,29 +429,29 @@ static int rcache_tree_check(const rcache_t * rc, const rcache_region_t * n, uin
 
 /* Check links and states of a list (dead: the dead list, else the LRU);
  * adds its regions and bytes to cnt[0..1]. */
-static int rcache_list_check(const rcache_list_t * l, int dead, size_t cnt[2])
+static rdma_status_t rcache_list_check(const rcache_list_t * l, int dead, size_t cnt[2])
 {
     const rcache_region_t *r, *prev = NULL;
 
     for (r = l->head; r; prev = r, r = r->next) {
         if (r->prev != prev || r->dead != dead || (dead ? !r->refcount : !!r->refcount))
-            return -1;
+            return RDMA_ERR_INVAL;
         cnt[0]++;
         cnt[1] += r->end - r->start;
     }
     return prev == l->tail ? 0 : -1;
 }
 
-int rcache_check(const rcache_t * rc)
+rdma_status_t rcache_check(const rcache_t * rc)
 {
     size_t t[3] = { 0 }, lru[2] = { 0 }, dead[2] = { 0 };
     const rcache_stats_t *st = &rc->stats;
 
     if (rcache_tree_check(rc, rc->root, 0, UINTPTR_MAX, t) < 0
         || rcache_list_check(&rc->lru, 0, lru) || rcache_list_check(&rc->dead, 1, dead))
-        return RCACHE_ERR_INVAL;
+        return RDMA_ERR_INVAL;
     if (t[2] != lru[0] || lru[0] != st->idle_regions || lru[1] != st->idle_bytes
         || t[0] + dead[0] != st->regions || t[1] + dead[1] != st->bytes)
-        return RCACHE_ERR_INVAL;
-    return RCACHE_OK;
+        return RDMA_ERR_INVAL;
+    return RDMA_OK;
 }

@@ -25,7 +25,7 @@
  * that fails, every idle region is evicted and the request's pages alone
  * are registered once more.  A backend failure with -ENOMEM or -EAGAIN
  * (limits) is retried the same way.  The cache never aborts: a failed
- * rcache_get returns RCACHE_ERR_REG and rcache_reg_errno() tells why.
+ * rcache_get returns RDMA_ERR_REG and rcache_reg_errno() tells why.
  *
  * LRU: after every rcache_put that leaves a live region idle, idle regions
  * are deregistered from the cold end while more than cfg.max_bytes idle
@@ -45,14 +45,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-enum {
-    RCACHE_OK = 0,
-    RCACHE_ERR_INVAL = -1,      /* bad argument or configuration */
-    RCACHE_ERR_NOMEM = -2,      /* host malloc failed */
-    RCACHE_ERR_REG = -3         /* backend refused even after evicting every
-                                 * idle region; see rcache_reg_errno() */
-};
+#include "rdma_status.h"
 
 typedef struct rcache rcache_t;
 
@@ -76,7 +69,7 @@ typedef struct rcache_region {
 typedef struct rcache_ops {
     /* Register [addr,addr+len) (page aligned); 0, RCACHE_REG_ONCE or a
      * negative errno (-ENOMEM for memlock or NIC limits). */
-    int (*reg)(void *ctx, void *addr, size_t len, void **mr, uint64_t * key);
+    rdma_status_t (*reg)(void *ctx, void *addr, size_t len, void **mr, uint64_t * key);
     void (*dereg)(void *ctx, void *mr);
     /* Optional (may be NULL): called at the start of every rcache_get;
      * reports memory released to the OS since the last call by calling
@@ -104,15 +97,16 @@ typedef struct rcache_stats {
     size_t idle_regions, idle_bytes;    /* in the LRU */
 } rcache_stats_t;
 
-int rcache_create(const rcache_config_t * cfg, const rcache_ops_t * ops, void *ctx,
-                  rcache_t ** out);
+rdma_status_t rcache_create(const rcache_config_t * cfg, const rcache_ops_t * ops, void *ctx,
+                            rcache_t ** out);
 
 /* Deregister everything (busy regions too: the caller's bug, but no leak). */
 void rcache_destroy(rcache_t * rc);
 
 /* A region covering [addr, addr+len) (len > 0), reference taken.  *hit
  * (hit may be NULL) = 1 when served from the cache. */
-int rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** out, int *hit);
+rdma_status_t rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** out,
+                         int *hit);
 
 /* Drop a reference; an idle live region joins the LRU, an idle dead one is
  * deregistered.  A put on an idle region is ignored. */
@@ -132,7 +126,7 @@ int rcache_reg_errno(const rcache_t * rc);
 void rcache_stats_get(const rcache_t * rc, rcache_stats_t * st);
 
 /* Check the invariants (tree order, balance and non-overlap, lists,
- * accounting); RCACHE_OK or RCACHE_ERR_INVAL.  O(n): tests and debugging. */
-int rcache_check(const rcache_t * rc);
+ * accounting); RDMA_OK or RDMA_ERR_INVAL.  O(n): tests and debugging. */
+rdma_status_t rcache_check(const rcache_t * rc);
 
 #endif /* RCACHE_H_INCLUDED */

@@ -6,7 +6,7 @@
 #include "zc.h"
 
 enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE };
-enum { ZC_FIN_OK = 0, ZC_FIN_REFUSED = 1 };
+enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1 };
 enum { ZC_IOV_MAX = 64 };
 
 /* Wire formats (both ends share byte order: homogeneous jobs). */
@@ -90,7 +90,7 @@ static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, int *d
     int sent = 0, rc;
 
     if (!*due)
-        return RB_OK;
+        return RDMA_OK;
     rc = rb_pipe_put_ctrl(z->pipe, type, &m, sizeof(m), &sent);
     *due = !sent;
     return rc;
@@ -155,7 +155,7 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
 
     *done = 0;
     if (z->tx.state == ZC_TX_WAIT)
-        return RB_OK;
+        return RDMA_OK;
     if (z->tx.state == ZC_TX_DONE) {
         z->ops->unexpose(z->ctx, z->tx.handle);
         z->tx.state = ZC_TX_IDLE;
@@ -163,16 +163,16 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
         z->stats.zc_bytes += e->iov_len;
         z->stats.zc_by_log2[zc_log2(e->iov_len)]++;
         *done = 1;
-        return RB_OK;
+        return RDMA_OK;
     }
     if (z->ops->expose(z->ctx, e->iov_base, e->iov_len, &req.key, &handle, &hit)) {
         z->backoff = ZC_AUTO_BACKOFF;
         zc_copy_note(z, e);
         *done = -1;
-        return RB_OK;
+        return RDMA_OK;
     }
     rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_REQ, &req, sizeof(req), &sent);
-    if (rc != RB_OK || !sent) {
+    if (rc != RDMA_OK || !sent) {
         z->ops->unexpose(z->ctx, handle);       /* no room: again later */
         return rc;
     }
@@ -182,22 +182,22 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
     z->tx.handle = handle;
     z->tx.id = req.id;
     z->tx.state = ZC_TX_WAIT;
-    return RB_OK;
+    return RDMA_OK;
 }
 
-int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
+rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     size_t got, run;
     int i = 0, k, done, rc = zc_ctrl_flush(z);
 
     *nbytes = 0;
-    while (rc == RB_OK && i < n) {
+    while (rc == RDMA_OK && i < n) {
         for (k = i, run = 0; k < n && !zc_candidate(z, &iov[k]); k++)
             run += iov[k].iov_len;
         if (k > i) {
             rc = rb_pipe_putv(z->pipe, iov + i, k - i, &got);
             *nbytes += got;
-            if (rc != RB_OK || got < run)
+            if (rc != RDMA_OK || got < run)
                 break;
             z->copy_end = NULL; /* every copied entry is complete */
         }
@@ -218,16 +218,16 @@ int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
 {
     if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_REFUSED)
-        return RB_ERR_PROTO;
-    if (fin->status == ZC_FIN_OK) {
+        return RDMA_ERR_PROTO;
+    if (fin->status == ZC_FIN_PULLED) {
         z->tx.state = ZC_TX_DONE;
-        return RB_OK;
+        return RDMA_OK;
     }
     z->ops->unexpose(z->ctx, z->tx.handle);
     z->tx.state = ZC_TX_IDLE;
     z->refused = 1;
     z->stats.refused_rx++;
-    return RB_OK;
+    return RDMA_OK;
 }
 
 /* PUSH for our REQ: write the asked part into the receiver's memory
@@ -236,10 +236,10 @@ static int zc_tx_push(zc_conn_t * z, const zc_push_t * m)
 {
     if (z->tx.state != ZC_TX_WAIT || m->id != z->tx.id || m->off > z->tx.len
         || m->len > z->tx.len - m->off)
-        return RB_ERR_PROTO;
+        return RDMA_ERR_PROTO;
     z->tx.pushed_status = ZC_FIN_REFUSED;
     if (z->ops->push && !z->ops->push(z->ctx, (const char *) z->tx.addr + m->off, m->len, m->raddr)) {
-        z->tx.pushed_status = ZC_FIN_OK;
+        z->tx.pushed_status = ZC_FIN_PULLED;
         z->stats.pushed_bytes += m->len;
     }
     z->tx.pushed_due = 1;
@@ -259,7 +259,7 @@ static int zc_rx_finish(zc_conn_t * z, int status)
     z->rx.fin_id = z->rx.id;
     z->rx.fin_status = status;
     z->rx.fin_due = 1;
-    if (status == ZC_FIN_OK) {
+    if (status == ZC_FIN_PULLED) {
         z->stats.pulled_msgs++;
         z->stats.pulled_bytes += z->rx.len;
     } else {
@@ -271,7 +271,7 @@ static int zc_rx_finish(zc_conn_t * z, int status)
 static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
 {
     if (z->rx.fin_due || z->rx.push_wait || req->len == 0)
-        return RB_ERR_PROTO;    /* the peer sent a REQ before our FIN or PUSHED */
+        return RDMA_ERR_PROTO;    /* the peer sent a REQ before our FIN or PUSHED */
     memset(&z->rx, 0, sizeof(z->rx));
     z->rx.raddr = req->addr;
     z->rx.key = req->key;
@@ -279,7 +279,7 @@ static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
     z->rx.id = req->id;
     z->rx.pull_end = req->len;
     z->rx.active = 1;
-    return z->ops ? RB_OK : zc_rx_finish(z, ZC_FIN_REFUSED);
+    return z->ops ? RDMA_OK : zc_rx_finish(z, ZC_FIN_REFUSED);
 }
 
 /* Before the first pull of a large REQ whose destination is one range
@@ -297,9 +297,9 @@ static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
         || dst->iov_len < z->rx.len
         || z->ops->expose(z->ctx, (const char *) dst->iov_base + h, z->rx.len - h, &key,
                           &z->rx.push_handle, &hit))
-        return RB_OK;
+        return RDMA_OK;
     rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_PUSH, &m, sizeof(m), &sent);
-    if (rc == RB_OK && sent) {
+    if (rc == RDMA_OK && sent) {
         z->rx.pull_end = z->rx.split_at = h;
         z->rx.push_wait = 1;
         z->stats.split_msgs++;
@@ -316,16 +316,16 @@ static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
 static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
 {
     if (!z->rx.push_wait || m->id != z->rx.id || m->status > ZC_FIN_REFUSED)
-        return RB_ERR_PROTO;
+        return RDMA_ERR_PROTO;
     z->rx.push_wait = 0;
     z->ops->unexpose(z->ctx, z->rx.push_handle);
     if (!z->rx.active)
-        return RB_OK;           /* we refused the REQ meanwhile (no CMA) */
-    if (m->status == ZC_FIN_OK)
+        return RDMA_OK;           /* we refused the REQ meanwhile (no CMA) */
+    if (m->status == ZC_FIN_PULLED)
         z->rx.pushed = z->rx.len - z->rx.split_at;
     else
         z->rx.pull_end = z->rx.len;
-    return RB_OK;
+    return RDMA_OK;
 }
 
 /* Hand completed bytes to the caller (*got), finish, or pull more into
@@ -345,22 +345,22 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
     *got = zc_min(z->rx.done - z->rx.returned, avail);
     z->rx.returned += *got;
     if (z->rx.returned == z->rx.len)
-        return zc_rx_finish(z, ZC_FIN_OK);
-    if (z->rx.posted == 0 && n > 0 && (rc = zc_rx_split(z, iov)) != RB_OK)
+        return zc_rx_finish(z, ZC_FIN_PULLED);
+    if (z->rx.posted == 0 && n > 0 && (rc = zc_rx_split(z, iov)) != RDMA_OK)
         return rc;
     busy = *got + (z->rx.posted - z->rx.returned);
     want = avail > busy ? zc_min(z->rx.pull_end - z->rx.posted, avail - busy) : 0;
     if (want == 0)
-        return RB_OK;
+        return RDMA_OK;
     m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
     rc = z->ops->pull(z->ctx, dst, m, z->rx.raddr + z->rx.posted, z->rx.key,
                       zc_iov_total(dst, m), &posted);
-    if (rc == ZC_PULL_REFUSED && z->rx.posted == 0)
+    if (rc == RDMA_ERR_REFUSED && z->rx.posted == 0)
         return zc_rx_finish(z, ZC_FIN_REFUSED);
-    if (rc != ZC_PULL_OK)
-        return RB_ERR_XPORT;
+    if (rc != RDMA_OK)
+        return RDMA_ERR_XPORT;
     z->rx.posted += posted;
-    return RB_OK;
+    return RDMA_OK;
 }
 
 /* The frame at the head of the stream, if it is ours: REQ or FIN. */
@@ -372,12 +372,12 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
 
     *taken = 0;
     if (rc <= 0 || type == RB_FRAME_DATA)
-        return rc < 0 ? rc : RB_OK;
+        return rc < 0 ? rc : RDMA_OK;
     if (type == ZC_FRAME_REQ && len == sizeof(zc_req_t)) {
         zc_req_t req;
         memcpy(&req, buf, sizeof(req));
         rc = rb_pipe_consume(z->pipe, len);
-        rc = rc == RB_OK ? zc_rx_start(z, &req) : rc;
+        rc = rc == RDMA_OK ? zc_rx_start(z, &req) : rc;
     } else if ((type == ZC_FRAME_FIN || type == ZC_FRAME_PUSHED) && len == sizeof(zc_fin_t)) {
         zc_fin_t fin;
         memcpy(&fin, buf, sizeof(fin));
@@ -387,9 +387,9 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
         zc_push_t push;
         memcpy(&push, buf, sizeof(push));
         rc = rb_pipe_consume(z->pipe, len);
-        rc = rc == RB_OK ? zc_tx_push(z, &push) : rc;
+        rc = rc == RDMA_OK ? zc_tx_push(z, &push) : rc;
     } else {
-        return RB_ERR_PROTO;
+        return RDMA_ERR_PROTO;
     }
     *taken = 1;
     return rc;
@@ -401,7 +401,7 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
     size_t got, done0;
     int m, taken, rc = zc_ctrl_flush(z);
 
-    while (rc == RB_OK) {
+    while (rc == RDMA_OK) {
         m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);
         if (z->rx.active) {
             done0 = z->rx.done;
@@ -409,19 +409,19 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
             rc = zc_rx_serve(z, view, m, &got);
             *nbytes += got;
             /* only control frames can follow the REQ: PUSHED, or ours */
-            if (rc == RB_OK && z->rx.push_wait)
+            if (rc == RDMA_OK && z->rx.push_wait)
                 rc = zc_ctrl_take(z, &taken);
             if (z->rx.active && got == 0 && z->rx.done == done0 && !taken)
                 break;          /* pulls or the push in flight, or iov full */
             continue;
         }
         got = 0;
-        rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RB_OK;
+        rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RDMA_OK;
         *nbytes += got;
         taken = 0;
         /* a control frame stopped getv, or there is no iov to fill (FINs
          * are consumed then too); else no second poll on the hot path */
-        if (rc == RB_OK && (m == 0 || rb_pipe_rx_at_ctrl(z->pipe)))
+        if (rc == RDMA_OK && (m == 0 || rb_pipe_rx_at_ctrl(z->pipe)))
             rc = zc_ctrl_take(z, &taken);
         if (!taken)
             break;
@@ -430,10 +430,10 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
 }
 
 /* The idle poll returns at once: no rendezvous pending, nothing landed. */
-int zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
+rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     *nbytes = 0;
     if (!z->rx.active && !z->rx.fin_due && !rb_pipe_rx_maybe(z->pipe))
-        return RB_OK;
+        return RDMA_OK;
     return zc_getv_more(z, iov, n, nbytes);
 }

@@ -62,29 +62,26 @@ enum {
 
 typedef enum { ZC_MODE_COPY = 0, ZC_MODE_ZCOPY = 1, ZC_MODE_AUTO = 2 } zc_mode_t;
 
-/* zc_ops_t.pull results */
-enum { ZC_PULL_OK = 0, ZC_PULL_REFUSED = -1, ZC_PULL_FAILED = -2 };
-
 enum { ZC_AUTO_WINDOW = 16, ZC_AUTO_BACKOFF = 64, ZC_LOG2_MAX = 48 };
 
 typedef struct zc_ops {
     /* Make [addr, addr+len) readable by the peer: *key goes into the REQ,
      * *handle to unexpose, *hit = 1 when nothing new had to be registered.
      * Non-zero: cannot (the entry takes the copy path). */
-    int (*expose)(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
+    rdma_status_t (*expose)(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
                   int *hit);
     void (*unexpose)(void *ctx, void *handle);
     /* Start reading len bytes at the peer's raddr into dst[0..n) (which
      * holds at least len bytes); *posted = bytes started (bounded by the
      * transport's outstanding limit), completions via zc_pulled() (possibly
-     * before pull returns).  ZC_PULL_REFUSED: nothing started, this side
-     * cannot pull from that peer; ZC_PULL_FAILED: the connection broke. */
-    int (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
+     * before pull returns).  RDMA_ERR_REFUSED: nothing started, this side
+     * cannot pull from that peer; RDMA_ERR_XPORT: the connection broke. */
+    rdma_status_t (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
                 size_t len, size_t *posted);
     /* Split copy (NULL: not supported): write len bytes at src into the
      * peer's raddr, synchronously.  Non-zero: refused (nothing assumed
      * written; the receiver pulls them). */
-    int (*push)(void *ctx, const void *src, size_t len, uint64_t raddr);
+    rdma_status_t (*push)(void *ctx, const void *src, size_t len, uint64_t raddr);
 } zc_ops_t;
 
 typedef struct zc_config {
@@ -138,10 +135,10 @@ void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void 
              rb_pipe_t * pipe);
 
 /* rb_pipe_putv with rendezvous for large entries (see above). */
-int zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
+rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
 
 /* rb_pipe_getv that serves REQs and consumes FINs. */
-int zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
+rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
 
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);

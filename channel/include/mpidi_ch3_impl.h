@@ -3,14 +3,15 @@
  *
  * Layers (channel/README.md): CH3 glue (ch3_init.c, ch3_send.c,
  * ch3_progress.c) calls only the five-function RDMA channel interface below
- * (rdma_channel.c), which maps each VC to its link (rdma_link.h): a
- * transport connection with its pipe and rendezvous.
+ * (rdma_channel.c over the plain-C core rdma_chan.c), which maps each VC
+ * to its link (rdma_link.h): a transport connection with its pipe and
+ * rendezvous.
  */
 #ifndef MPIDI_CH3_IMPL_H_INCLUDED
 #define MPIDI_CH3_IMPL_H_INCLUDED
 
 #include "mpidimpl.h"
-#include "rdma_config.h"
+#include "rdma_chan.h"
 
 /* The five-function RDMA channel interface (seed 003, P3 sec. 2.2). */
 int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
@@ -28,8 +29,9 @@ int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long ov
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 
-/* The CVARs, validated (rdma_cvars.c). */
-int MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg);
+/* The CVARs, validated (rdma_cvars.c); a violation names the variable and
+ * its allowed range in msg. */
+rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, size_t len);
 
 /* Send side (ch3_send.c) and receive side (ch3_progress.c). */
 int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed);

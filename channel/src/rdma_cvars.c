@@ -300,13 +300,12 @@ static int is_pow2(long v)
     return v > 0 && (v & (v - 1)) == 0;
 }
 
+/* A violated condition: the diagnosis goes to msg[len], status INVAL. */
 #define CVAR_CHECK(cond_, ...)                                          \
     do {                                                                \
         if (!(cond_)) {                                                 \
-            char msg_[256];                                             \
-            snprintf(msg_, sizeof(msg_), __VA_ARGS__);                  \
-            MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|cvar", \
-                                 "**ch3|rdma|cvar %s", msg_);           \
+            st = rdma_say(msg, len, RDMA_ERR_INVAL, __VA_ARGS__);       \
+            goto fn_fail;                                               \
         }                                                               \
     } while (0)
 
@@ -316,9 +315,9 @@ static int is_pow2(long v)
 
 /* The superpipeline CVARs; applied to cfg (sub-block frames, group
  * schedule fitted to the ring) if apply. */
-static int rdma_superpipe_config(rb_config_t * cfg, int apply)
+static rdma_status_t rdma_superpipe_config(rb_config_t * cfg, int apply, char *msg, size_t len)
 {
-    int mpi_errno = MPI_SUCCESS;
+    rdma_status_t st = RDMA_OK;
     long c0 = MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0, block = MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK;
     long ring = (long) cfg->ring_size, chunk = (long) cfg->chunk_size;
     double q = MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q;
@@ -336,7 +335,7 @@ static int rdma_superpipe_config(rb_config_t * cfg, int apply)
     cfg->sched_q = q;
 
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }
@@ -344,9 +343,9 @@ static int rdma_superpipe_config(rb_config_t * cfg, int apply)
 /* Pipe geometry from the CVARs, for shm and for verbs connections (which
  * differ in the pipeline: PIPELINE=auto runs the superpipeline over verbs
  * only); every violation names the variable and its allowed range. */
-static int rdma_ring_config(rb_config_t * shm, rb_config_t * rdma)
+static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, char *msg, size_t len)
 {
-    int mpi_errno = MPI_SUCCESS;
+    rdma_status_t st = RDMA_OK;
     long ring = MPIR_CVAR_CH3_RDMA_RING_SIZE, chunk = MPIR_CVAR_CH3_RDMA_RING_CHUNK;
     long frame = MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK, thr = MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD;
     const char *pl = MPIR_CVAR_CH3_RDMA_PIPELINE;
@@ -378,21 +377,23 @@ static int rdma_ring_config(rb_config_t * shm, rb_config_t * rdma)
     shm->credit_threshold = thr;
     shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
     *rdma = *shm;
-    mpi_errno = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = rdma_superpipe_config(shm, strcmp(pl, "super") == 0);
-    MPIR_ERR_CHECK(mpi_errno);
+    st = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
+    st = rdma_superpipe_config(shm, strcmp(pl, "super") == 0, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
 
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }
 
 /* Transport choice, verbs device settings, waiting, reporting. */
-static int rdma_other_cvars_get(rdma_chan_config_t * cfg)
+static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, size_t len)
 {
-    int mpi_errno = MPI_SUCCESS;
+    rdma_status_t st = RDMA_OK;
     const char *t = MPIR_CVAR_CH3_RDMA_TRANSPORT;
 
     CVAR_CHECK(!strcmp(t, "auto") || !strcmp(t, "shm") || !strcmp(t, "verbs"),
@@ -418,14 +419,14 @@ static int rdma_other_cvars_get(rdma_chan_config_t * cfg)
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }
 
-static int rdma_zc_config_get(zc_config_t * zc)
+static rdma_status_t rdma_zc_config_get(zc_config_t * zc, char *msg, size_t len)
 {
-    int mpi_errno = MPI_SUCCESS;
+    rdma_status_t st = RDMA_OK;
     const char *p = MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL;
 
     CVAR_CHECK(!strcmp(p, "auto") || !strcmp(p, "copy") || !strcmp(p, "zcopy"),
@@ -440,43 +441,48 @@ static int rdma_zc_config_get(zc_config_t * zc)
     zc->mode = !strcmp(p, "copy") ? ZC_MODE_COPY : !strcmp(p, "zcopy") ? ZC_MODE_ZCOPY
         : ZC_MODE_AUTO;
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }
 
 /* Both pipe configurations as rb_pipe will check them at bind. */
-static int rdma_ring_check(const rdma_chan_config_t * cfg)
+static rdma_status_t rdma_ring_check(const rdma_chan_config_t * cfg, char *msg, size_t len)
 {
-    int mpi_errno = MPI_SUCCESS, k;
+    rdma_status_t st = RDMA_OK;
+    int k;
     const char *what;
 
     for (k = 0; k < RDMA_XP_N; k++)
-        CVAR_CHECK(rb_config_check(&cfg->link[k].ring, &what) == RB_OK,
+        CVAR_CHECK(rb_config_check(&cfg->link[k].ring, &what) == RDMA_OK,
                    "ring configuration rejected (%s): check MPIR_CVAR_CH3_RDMA_RING_* and "
                    "_PIPELINE*", what);
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }
 
-int MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg)
+rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, size_t len)
 {
-    int mpi_errno;
+    rdma_status_t st;
 
     memset(cfg, 0, sizeof(*cfg));
-    mpi_errno = rdma_other_cvars_get(cfg);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = rdma_ring_config(&cfg->link[RDMA_XP_SHM].ring, &cfg->link[RDMA_XP_VERBS].ring);
-    MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = rdma_zc_config_get(&cfg->link[RDMA_XP_SHM].zc);
-    MPIR_ERR_CHECK(mpi_errno);
+    st = rdma_other_cvars_get(cfg, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
+    st = rdma_ring_config(&cfg->link[RDMA_XP_SHM].ring, &cfg->link[RDMA_XP_VERBS].ring, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
+    st = rdma_zc_config_get(&cfg->link[RDMA_XP_SHM].zc, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
     cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
-    mpi_errno = rdma_ring_check(cfg);
-    MPIR_ERR_CHECK(mpi_errno);
+    st = rdma_ring_check(cfg, msg, len);
+    if (st != RDMA_OK)
+        goto fn_fail;
   fn_exit:
-    return mpi_errno;
+    return st;
   fn_fail:
     goto fn_exit;
 }

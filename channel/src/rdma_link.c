@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include "rdma_link.h"
 
-int rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg, const rdma_conn_mem_t * mem)
+rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
+                             const rdma_conn_mem_t * mem)
 {
     rdma_link_t *l = rdma_link_of(c);
     rb_config_t ring = cfg->ring;
@@ -14,7 +15,7 @@ int rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg, const rdma_c
     ring.completion_driven = mem->completion_driven;
     rc = rb_pipe_init(&l->pipe, &ring, c->ops->pipe_ops, c->priv, mem->stage, mem->tail_word,
                       mem->ring, mem->head_word);
-    if (rc == RB_OK)
+    if (rc == RDMA_OK)
         zc_init(&l->zc, &cfg->zc, c->ops->zc, c->priv, &l->pipe);
     return rc;
 }
@@ -34,9 +35,9 @@ int rdma_link_busy(const rdma_link_t * l)
     return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
 }
 
-int rdma_link_flush(rdma_link_t * l)
+rdma_status_t rdma_link_flush(rdma_link_t * l)
 {
-    return l->xc.state == RDMA_CONN_READY ? rb_pipe_flush_credit(&l->pipe) : RB_OK;
+    return l->xc.state == RDMA_CONN_READY ? rb_pipe_flush_credit(&l->pipe) : RDMA_OK;
 }
 
 int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)

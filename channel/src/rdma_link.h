@@ -41,18 +41,21 @@ static inline rdma_link_t *rdma_link_of(rdma_conn_t * c)
 
 /* Events (rdma_xport_events_t): bind the pipe and rendezvous of c to mem;
  * a completion-driven write of `frames` frames landed; pulls finished. */
-int rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg, const rdma_conn_mem_t * mem);
+rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
+                             const rdma_conn_mem_t * mem);
 void rdma_link_landed(rdma_conn_t * c, unsigned frames);
 void rdma_link_pulled(rdma_conn_t * c, size_t bytes);
 
 /* Put/get up to the iov total (zc.h: large entries by rendezvous);
- * RB_OK or an rb_status_t.  The link must be READY. */
-static inline int rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n, size_t *nb)
+ * RDMA_OK or an rdma_status_t.  The link must be READY. */
+static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n,
+                                           size_t *nb)
 {
     return zc_putv(&l->zc, iov, n, nb);
 }
 
-static inline int rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n, size_t *nb)
+static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n,
+                                           size_t *nb)
 {
     return zc_getv(&l->zc, iov, n, nb);
 }
@@ -62,7 +65,7 @@ static inline int rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n
 int rdma_link_busy(const rdma_link_t * l);
 
 /* Publish the receive tail now (before the link goes quiet). */
-int rdma_link_flush(rdma_link_t * l);
+rdma_status_t rdma_link_flush(rdma_link_t * l);
 
 /* One line: which path large parts took (by size), ring frames and
  * writes; 0 (nothing written) if no large part moved. */

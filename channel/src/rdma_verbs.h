@@ -153,7 +153,7 @@ typedef struct rdma_verbs_conn {
 
 struct rdma_xport {
     rdma_xport_params_t prm;
-    char err[320];
+    char err[RDMA_MSG_LEN];
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     struct ibv_cq *cq;
@@ -188,8 +188,7 @@ struct rdma_xport {
 
 /* rdma_verbs_dev.c */
 double rdma_verbs_now(void);
-void __attribute__((format(printf, 3, 4)))
-rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...);
+
 int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access);
 void rdma_verbs_mem_free(rdma_verbs_mem_t * m);
 int rdma_verbs_fork_query(void);
@@ -197,15 +196,15 @@ int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t 
 int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen);
 int rdma_verbs_gid_pick(rdma_xport_t * xp);
 int rdma_verbs_qp_timeout(double seconds);
-int rdma_verbs_chan_open(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_chan_open(rdma_xport_t * xp);
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen);
 void rdma_verbs_dev_teardown(rdma_xport_t * xp);
-int rdma_verbs_cm_keys(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_cm_keys(rdma_xport_t * xp);
 
 /* rdma_verbs_cm.c */
 uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i);
 int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i);
-int rdma_verbs_ud_create(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp);
 void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len);
 void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type);
 void __attribute__((format(printf, 2, 3)))
@@ -219,17 +218,17 @@ void rdma_verbs_timer_run(rdma_xport_t * xp, double now);
 void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m);
 
 /* rdma_verbs_data.c */
-int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,
-                    uint64_t raddr, uint32_t rkey, int imm, int flags);
+rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,
+                              uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
-int rdma_verbs_progress(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_progress(rdma_xport_t * xp);
 int rdma_verbs_wait_arm(rdma_xport_t * xp);
 void rdma_verbs_wait_disarm(rdma_xport_t * xp);
 void rdma_verbs_wait(rdma_xport_t * xp, long timeout_us);
 extern const rb_xport_ops_t rdma_verbs_pipe_ops;
 
 /* rdma_verbs_reg.c */
-int rdma_verbs_rc_open(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp);
 void rdma_verbs_rc_close(rdma_xport_t * xp);
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);

@@ -25,7 +25,7 @@
  *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
  * with exponential backoff; a duplicate REQ is answered with the same REP, a
  * duplicate REP with the same RTU.  Without an answer for prm->timeout
- * seconds the connection fails with RDMA_XPORT_EPEER.
+ * seconds the connection fails with RDMA_ERR_PEER.
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -59,7 +59,7 @@ static int rdma_verbs_ud_modify(rdma_xport_t * xp, enum ibv_qp_state s)
     return ibv_modify_qp(xp->ud, &a, mask);
 }
 
-int rdma_verbs_ud_create(rdma_xport_t * xp)
+rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
 {
     struct ibv_qp_init_attr ia = {
         .send_cq = xp->cq, .recv_cq = xp->cq, .qp_type = IBV_QPT_UD,
@@ -70,16 +70,16 @@ int rdma_verbs_ud_create(rdma_xport_t * xp)
 
     if (rdma_verbs_mem_alloc(xp, &xp->udm, (size_t) RDMA_VERBS_UD_SLOT *
                              (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND), IBV_ACCESS_LOCAL_WRITE))
-        return -1;
+        return RDMA_ERR_XPORT;
     xp->ud = ibv_create_qp(xp->pd, &ia);
     if (!xp->ud || rdma_verbs_ud_modify(xp, IBV_QPS_INIT) || rdma_verbs_ud_modify(xp, IBV_QPS_RTR)
         || rdma_verbs_ud_modify(xp, IBV_QPS_RTS))
-        return -1;
+        return RDMA_ERR_XPORT;
     for (i = 0; i < RDMA_VERBS_UD_NRECV; i++)
         if (rdma_verbs_ud_post_recv(xp, i))
-            return -1;
+            return RDMA_ERR_XPORT;
     xp->ud_send_free = RDMA_VERBS_UD_NSEND;
-    return 0;
+    return RDMA_OK;
 }
 
 void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
@@ -95,7 +95,7 @@ void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
 
 /* Card -> the peer's CM QP number, QKEY and auth, and an address vector
  * through our port. */
-static int rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
+static rdma_status_t rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
 {
     struct ibv_ah_attr *ah = &vc->path;
     unsigned lid, qpn, port, qkey, b, i;
@@ -104,11 +104,11 @@ static int rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
 
     if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx", hex, &lid, &qpn, &port, &qkey, &auth) != 6
         || strlen(hex) != 32)
-        return -1;
+        return RDMA_ERR_INVAL;
     memset(ah, 0, sizeof(*ah));
     for (i = 0; i < 16; i++) {
         if (sscanf(hex + 2 * i, "%2x", &b) != 1)
-            return -1;
+            return RDMA_ERR_INVAL;
         ah->grh.dgid.raw[i] = (uint8_t) b;
     }
     ah->port_num = vc->xp->port;
@@ -121,7 +121,7 @@ static int rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
     vc->peer_udqpn = qpn;
     vc->peer_qkey = qkey;
     vc->peer_auth = auth;
-    return 0;
+    return RDMA_OK;
 }
 
 static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
@@ -192,6 +192,7 @@ rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(vc->xp->err, sizeof(vc->xp->err), fmt, ap);
     va_end(ap);
+    rdma_conn_failed(vc->c, vc->xp->err);
 }
 
 rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
@@ -202,57 +203,57 @@ rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
     return xp->slots[slot];
 }
 
-static int rdma_verbs_slot_grow(rdma_xport_t * xp)
+static rdma_status_t rdma_verbs_slot_grow(rdma_xport_t * xp)
 {
     uint32_t n = xp->nslots ? 2 * xp->nslots : 16;
     rdma_verbs_conn_t **s = realloc(xp->slots, n * sizeof(*s));
     uint32_t *g;
 
     if (!s)
-        return -1;
+        return RDMA_ERR_NOMEM;
     xp->slots = s;
     g = realloc(xp->gens, n * sizeof(*g));
     if (!g)
-        return -1;
+        return RDMA_ERR_NOMEM;
     xp->gens = g;
     memset(s + xp->nslots, 0, (n - xp->nslots) * sizeof(*s));
     memset(g + xp->nslots, 0, (n - xp->nslots) * sizeof(*g));
     xp->nslots = n;
-    return 0;
+    return RDMA_OK;
 }
 
-static int rdma_verbs_slot_get(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
+static rdma_status_t rdma_verbs_slot_get(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
     uint32_t i = 0;
 
     while (i < xp->nslots && xp->slots[i])
         i++;
     if (i == xp->nslots && rdma_verbs_slot_grow(xp))
-        return -1;
+        return RDMA_ERR_NOMEM;
     xp->slots[i] = vc;
     vc->token = ((uint64_t) ++xp->gens[i] << 32) | i;
-    return 0;
+    return RDMA_OK;
 }
 
 /* Grow the shared CQ so it holds every completion vc can have in flight. */
-static int rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
     int n = (int) (vc->sq_depth + vc->rq_depth), want = xp->cq_need + n;
 
     if (want > xp->cq_size) {
         if (want > xp->dev.max_cqe || ibv_resize_cq(xp->cq, want))
-            return -1;
+            return RDMA_ERR_NOMEM;
         xp->cq_size = want;
     }
     xp->cq_need = want;
     vc->cq_share = n;
-    return 0;
+    return RDMA_OK;
 }
 
 /* Create the RC QP, probing the inline size: irdma rejects any, rxe grants
  * about 400; start from what worked last time. */
-static int rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
+static rdma_status_t rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
     struct ibv_qp_init_attr ia;
@@ -272,10 +273,10 @@ static int rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
         req = req > 64 ? req / 2 : 0;
     }
     if (!vc->qp)
-        return -1;
+        return RDMA_ERR_NOMEM;
     xp->inline_req = req;
     vc->max_inline = req ? ia.cap.max_inline_data : 0;
-    return 0;
+    return RDMA_OK;
 }
 
 static int rdma_verbs_qp_in_order(rdma_verbs_conn_t * vc)
@@ -302,7 +303,7 @@ static int rdma_verbs_qp_init(rdma_verbs_conn_t * vc)
                          IBV_QP_ACCESS_FLAGS);
 }
 
-static int rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
+static rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
 {
     struct ibv_qp_attr a = {
         /* active_mtu <= IBV_MTU_4096 by definition: min(active, 4096) */
@@ -314,7 +315,7 @@ static int rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
     if (ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                       IBV_QP_MIN_RNR_TIMER))
-        return -1;
+        return RDMA_ERR_XPORT;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
     a.timeout = (uint8_t) vc->xp->qp_timeout;
@@ -371,15 +372,15 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
     if (!vc->sig_fifo || rdma_verbs_mem_alloc(xp, &vc->ring, rs, rw)
         || rdma_verbs_mem_alloc(xp, &vc->stage, rs, IBV_ACCESS_LOCAL_WRITE)
         || rdma_verbs_mem_alloc(xp, &vc->ctl, (size_t) sysconf(_SC_PAGESIZE), rw))
-        return RDMA_XPORT_ENOMEM;
+        return RDMA_ERR_NOMEM;
     if (rdma_verbs_cq_reserve(vc)
         || rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
-        return RDMA_XPORT_ENOMEM;
+        return RDMA_ERR_NOMEM;
     vc->in_order_local = rdma_verbs_qp_in_order(vc);
     vc->max_rd_atomic = xp->dev.max_qp_rd_atom < xp->dev.max_qp_init_rd_atom ?
         xp->dev.max_qp_rd_atom : xp->dev.max_qp_init_rd_atom;
     vc->psn = (uint32_t) (nrand48(xp->rng) & 0xffffff);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 /* Allocate the connection's memory, QP and the peer's address. */
@@ -390,34 +391,34 @@ int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs_conn_t
     int rc;
 
     if (!vc)
-        return RDMA_XPORT_ENOMEM;
+        return RDMA_ERR_NOMEM;
     vc->c = c;
     vc->xp = xp;
     c->priv = vc;
     c->xport = xp;
     c->ops = &rdma_xport_verbs;
-    rc = rdma_verbs_slot_get(xp, vc) ? RDMA_XPORT_ENOMEM : rdma_verbs_conn_resources(vc);
+    rc = rdma_verbs_slot_get(xp, vc) ? RDMA_ERR_NOMEM : rdma_verbs_conn_resources(vc);
     if (rc) {
-        rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot create the connection to rank %d "
-                           "(memory registration, QP or CQ limits: %s)", c->peer, strerror(errno));
+        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_NOMEM, "cannot create the connection to "
+                 "rank %d (memory registration, QP or CQ limits: %s)", c->peer, strerror(errno));
         goto fail;
     }
-    rc = RDMA_XPORT_ERR;
+    rc = RDMA_ERR_XPORT;
     card[0] = '\0';
     if (xp->prm.ev.card_of(xp->prm.ev.arg, c->peer, card, sizeof(card))
         || rdma_verbs_card_parse(vc, card)) {
-        rdma_verbs_err_set(xp->err, sizeof(xp->err), "no valid verbs address for rank %d "
-                           "(business card fragment '%s')", c->peer, card);
+        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "no valid verbs address for rank %d "
+                 "(business card fragment '%s')", c->peer, card);
         goto fail;
     }
     vc->ah = ibv_create_ah(xp->pd, &vc->path);
     if (!vc->ah) {
-        rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot create an address handle for "
-                           "rank %d: %s", c->peer, strerror(errno));
+        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "cannot create an address handle for "
+                 "rank %d: %s", c->peer, strerror(errno));
         goto fail;
     }
     *vcp = vc;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
   fail:
     rdma_verbs_conn_release(vc);
     return rc;
@@ -446,7 +447,7 @@ static void rdma_verbs_conn_ready(rdma_verbs_conn_t * vc)
 /* The peer's REQ or REP is known: pick the mode, hand the pipe's memory to
  * the owner and post the receives (before RTR, so nothing can land
  * before), go RTR + RTS. */
-static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
     rdma_xport_t *xp = vc->xp;
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
@@ -458,7 +459,7 @@ static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t *
         rdma_verbs_conn_fail(vc, "rank %d uses another ring geometry or mode (ring %llu, chunk "
                              "%llu)", vc->c->peer, (unsigned long long) m->ring_size,
                              (unsigned long long) m->chunk_size);
-        return -1;
+        return RDMA_ERR_PEER;
     }
     vc->remote = *m;
     vc->completion = m->basic || !(vc->in_order_local && m->in_order);
@@ -468,7 +469,7 @@ static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t *
     xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
     if (xp->prm.ev.bind(xp->prm.ev.arg, vc->c, &mem)) {
         rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to rank %d", vc->c->peer);
-        return -1;
+        return RDMA_ERR_PEER;
     }
     for (i = 0; vc->completion && i < vc->rq_depth; i++)
         if (rdma_verbs_rq_post(vc))
@@ -476,9 +477,9 @@ static int rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t *
     if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
         rdma_verbs_conn_fail(vc, "cannot connect the QP to rank %d: %s", vc->c->peer,
                              strerror(errno));
-        return -1;
+        return RDMA_ERR_PEER;
     }
-    return 0;
+    return RDMA_OK;
 }
 
 static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
@@ -491,7 +492,7 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
     vc = c->priv;
     if (!vc) {
         if (rdma_verbs_conn_create(xp, c, &vc)) {
-            c->state = RDMA_CONN_FAILED;
+            rdma_conn_failed(c, xp->err);
             xp->new_failures++;
             return;
         }

@@ -40,7 +40,7 @@
  * for credits leaves nothing in flight to fail, so progress() rewrites the
  * last credit value (idempotent, no immediate) on READY connections without
  * a signalled WR in flight every timeout/4 s; its retry exhaustion reports
- * the dead peer (IBV_WC_RETRY_EXC_ERR -> RDMA_XPORT_EPEER).
+ * the dead peer (IBV_WC_RETRY_EXC_ERR -> RDMA_ERR_PEER).
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -49,14 +49,14 @@
 
 /* Wait (polling the CQ, bounded by prm->timeout) until more than keep
  * send-queue slots are free. */
-static int rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
+static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
 {
     double limit = 0;
     unsigned spins = 0;
 
     while (vc->sq_free <= keep) {
         if (vc->cm == RDMA_VERBS_CM_DEAD)
-            return -1;
+            return RDMA_ERR_PEER;
         rdma_verbs_cq_poll(vc->xp);
         if ((++spins & 1023) == 0) {
             double now = rdma_verbs_now();
@@ -65,18 +65,18 @@ static int rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
             else if (now > limit) {
                 rdma_verbs_conn_fail(vc, "send queue to rank %d made no progress for %g s",
                                      vc->c->peer, vc->xp->prm.timeout);
-                return -1;
+                return RDMA_ERR_PEER;
             }
         }
     }
-    return 0;
+    return RDMA_OK;
 }
 
 /* One RDMA write (with immediate imm if imm != 0) of a frame or a word, or
  * (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
  * for credit/head/keepalive words. */
-int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
-                           uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
+rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
+                              uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
 {
     uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
     struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
@@ -91,7 +91,7 @@ int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
     int rc;
 
     if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
-        return -1;
+        return RDMA_ERR_PEER;
     vc->sq_free--;
     if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
         || (flags & RDMA_VERBS_POST_SIGNAL)) {
@@ -106,12 +106,12 @@ int rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
     return rc ? -1 : 0;
 }
 
-static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
+static rdma_status_t rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     rdma_verbs_conn_t *vc = ctx;
 
     if (vc->cm == RDMA_VERBS_CM_DEAD)
-        return -1;
+        return RDMA_ERR_PEER;
     return rdma_verbs_post(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
                                  (uint32_t) len, vc->remote.ring_addr + off,
                                  vc->remote.ring_rkey,
@@ -121,17 +121,17 @@ static int rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned fra
 
 /* Credit/head: 8 bytes into the peer's ctl block, from our registered word
  * (values only grow, so a later value in the source slot is harmless). */
-static int rdma_verbs_word_write(rdma_verbs_conn_t * vc, uint64_t * src, size_t roff, int imm,
-                                 int flags)
+static rdma_status_t rdma_verbs_word_write(rdma_verbs_conn_t * vc, uint64_t * src, size_t roff,
+                                           int imm, int flags)
 {
     if (vc->cm == RDMA_VERBS_CM_DEAD)
-        return -1;
+        return RDMA_ERR_PEER;
     return rdma_verbs_post(vc, (uintptr_t) src, vc->ctl.mr->lkey, sizeof(*src),
                                  vc->remote.ctl_addr + roff, vc->remote.ctl_rkey,
                                  vc->completion ? imm : 0, flags);
 }
 
-static int rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
+static rdma_status_t rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
 {
     rdma_verbs_conn_t *vc = ctx;
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
@@ -141,7 +141,7 @@ static int rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
                                  RDMA_VERBS_IMM_CREDIT, 0);
 }
 
-static int rdma_verbs_pipe_head(void *ctx, uint64_t head)
+static rdma_status_t rdma_verbs_pipe_head(void *ctx, uint64_t head)
 {
     rdma_verbs_conn_t *vc = ctx;
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
@@ -229,7 +229,7 @@ int rdma_verbs_cq_poll(rdma_xport_t * xp)
     return n;
 }
 
-int rdma_verbs_progress(rdma_xport_t * xp)
+rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
 {
     int i, n;
     double now;
@@ -237,9 +237,9 @@ int rdma_verbs_progress(rdma_xport_t * xp)
     for (i = 0; i < 4; i++) {
         n = rdma_verbs_cq_poll(xp);
         if (n < 0) {
-            rdma_verbs_err_set(xp->err, sizeof(xp->err), "ibv_poll_cq failed on %s",
-                               ibv_get_device_name(xp->ctx->device));
-            return RDMA_XPORT_ERR;
+            rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_XPORT, "ibv_poll_cq failed on %s",
+                     ibv_get_device_name(xp->ctx->device));
+            return RDMA_ERR_XPORT;
         }
         if (n < RDMA_VERBS_POLL_BATCH)
             break;
@@ -263,9 +263,9 @@ int rdma_verbs_progress(rdma_xport_t * xp)
     }
     if (xp->new_failures) {
         xp->new_failures = 0;
-        return RDMA_XPORT_EPEER;
+        return RDMA_ERR_PEER;
     }
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 /* ---- blocking wait ----

@@ -25,25 +25,16 @@ double rdma_verbs_now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void __attribute__((format(printf, 3, 4)))
-rdma_verbs_err_set(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* Our CM QKEY and auth from the kernel's random source. */
-int rdma_verbs_cm_keys(rdma_xport_t * xp)
+rdma_status_t rdma_verbs_cm_keys(rdma_xport_t * xp)
 {
     uint64_t r[2];
 
     if (getrandom(r, sizeof(r), 0) != (ssize_t) sizeof(r))
-        return -1;
+        return RDMA_ERR_SYS;
     xp->qkey = (uint32_t) r[0] & 0x7fffffffu;
     xp->auth = r[1];
-    return 0;
+    return RDMA_OK;
 }
 
 /* Zeroed, whole pages, not inherited by a child (see Fork), registered
@@ -60,7 +51,7 @@ int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, in
         madvise(m->buf, m->len, MADV_DONTFORK);
         m->mr = ibv_reg_mr(xp->pd, m->buf, len, access);
     }
-    return m->buf && m->mr ? RDMA_XPORT_OK : RDMA_XPORT_ENOMEM;
+    return m->buf && m->mr ? RDMA_OK : RDMA_ERR_NOMEM;
 }
 
 /* The heap gets the pages back inheritable. */
@@ -103,11 +94,11 @@ int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t 
     size_t need = 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
 
     if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
-        return RDMA_XPORT_OK;
-    rdma_verbs_err_set(err, errlen, "ulimit -l is %llu KiB but ch3:rdma needs at least %zu KiB "
-                       "per connection; raise it (ulimit -l unlimited / limits.conf memlock)",
-                       (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
-    return RDMA_XPORT_ENOMEM;
+        return RDMA_OK;
+    rdma_say(err, errlen, RDMA_ERR_NOMEM, "ulimit -l is %llu KiB but ch3:rdma needs at least "
+             "%zu KiB per connection; raise it (ulimit -l unlimited / limits.conf memlock)",
+             (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
+    return RDMA_ERR_NOMEM;
 }
 
 /* First active port of ctx (or the requested one); 0 if none. */
@@ -146,12 +137,12 @@ int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen)
     if (list)
         ibv_free_device_list(list);
     if (xp->ctx)
-        return RDMA_XPORT_OK;
-    rdma_verbs_err_set(err, errlen, "no RDMA device with an active port (ibv_get_device_list "
-                       "found %d devices; wanted device %s, port %d (0 = any)); check "
-                       "ibv_devinfo, 'rdma link' and the device/port settings", n,
-                       want && *want ? want : "any", xp->prm.port);
-    return RDMA_XPORT_ENODEV;
+        return RDMA_OK;
+    rdma_say(err, errlen, RDMA_ERR_NODEV, "no RDMA device with an active port "
+             "(ibv_get_device_list found %d devices; wanted device %s, port %d (0 = any)); check "
+             "ibv_devinfo, 'rdma link' and the device/port settings", n,
+             want && *want ? want : "any", xp->prm.port);
+    return RDMA_ERR_NODEV;
 }
 
 static int rdma_verbs_gid_is_ipv4(const union ibv_gid *g)
@@ -202,9 +193,9 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
     const char *what;
 
     if (ibv_query_device(xp->ctx, &xp->dev) || rdma_verbs_gid_pick(xp)) {
-        rdma_verbs_err_set(err, errlen, "cannot query %s port %u: %s",
-                           ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
-        return RDMA_XPORT_ERR;
+        rdma_say(err, errlen, RDMA_ERR_XPORT, "cannot query %s port %u: %s",
+                 ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
+        return RDMA_ERR_XPORT;
     }
     xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
     if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
@@ -218,11 +209,11 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
     else if (rdma_verbs_rc_open(xp))
         what = "the registration cache";
     else
-        return RDMA_XPORT_OK;
-    rdma_verbs_err_set(err, errlen, "cannot set up %s: %s failed: %s",
-                       ibv_get_device_name(xp->ctx->device), what, strerror(errno));
+        return RDMA_OK;
+    rdma_say(err, errlen, RDMA_ERR_NOMEM, "cannot set up %s: %s failed: %s",
+             ibv_get_device_name(xp->ctx->device), what, strerror(errno));
     rdma_verbs_dev_teardown(xp);
-    return RDMA_XPORT_ENOMEM;
+    return RDMA_ERR_NOMEM;
 }
 
 /* Release what dev_setup created, in reverse order (any prefix of it). */
@@ -245,12 +236,12 @@ void rdma_verbs_dev_teardown(rdma_xport_t * xp)
 }
 
 /* The CQ's event channel, non-blocking: rdma_verbs_wait polls its fd. */
-int rdma_verbs_chan_open(rdma_xport_t * xp)
+rdma_status_t rdma_verbs_chan_open(rdma_xport_t * xp)
 {
     int fl;
 
     if (!(xp->chan = ibv_create_comp_channel(xp->ctx)))
-        return -1;
+        return RDMA_ERR_XPORT;
     fl = fcntl(xp->chan->fd, F_GETFL);
     return fl < 0 || fcntl(xp->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
 }

@@ -28,10 +28,11 @@
  * unmap in between cannot be missed (the registration then fails or its
  * event is queued).  Memory that cannot be watched (file-backed, e.g. an
  * executable's .data) is registered for one use only. */
-static int rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr, uint64_t * key)
+static rdma_status_t rdma_verbs_rc_reg(void *ctx, void *addr, size_t len, void **mr,
+                                       uint64_t * key)
 {
     rdma_verbs_rc_t *vr = ctx;
-    int once = vr->xp->memev_on && memev_watch(addr, len) != MEMEV_OK;
+    int once = vr->xp->memev_on && memev_watch(addr, len) != RDMA_OK;
     struct ibv_mr *m = ibv_reg_mr(vr->xp->pd, addr, len, vr->access);
 
     if (!m)
@@ -77,21 +78,21 @@ static const rcache_ops_t rdma_verbs_rc_ops = {
     rdma_verbs_rc_reg, rdma_verbs_rc_dereg, rdma_verbs_rc_drain
 };
 
-int rdma_verbs_rc_open(rdma_xport_t * xp)
+rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 {
     rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1 };
 
-    xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == MEMEV_OK;
+    xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == RDMA_OK;
     cfg.cache = xp->memev_on;
     xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
     xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
-        return -1;
-    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RCACHE_OK)
-        return 0;
+        return RDMA_ERR_NOMEM;
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RDMA_OK)
+        return RDMA_OK;
     rcache_destroy(xp->rc_src.rc);
     xp->rc_src.rc = NULL;
-    return -1;
+    return RDMA_ERR_NOMEM;
 }
 
 /* Whatever rc_open created. */
@@ -107,8 +108,8 @@ void rdma_verbs_rc_close(rdma_xport_t * xp)
 
 /* A region of cache vr for [addr, addr+len), or -1 after saying once why
  * not. */
-static int rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
-                             rcache_region_t ** r, int *hit)
+static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
+                                       rcache_region_t ** r, int *hit)
 {
     rdma_xport_t *xp = vr->xp;
     int e;
@@ -117,31 +118,31 @@ static int rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
         fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
                 "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
     e = rcache_get(vr->rc, addr, len, r, hit);
-    if (e == RCACHE_OK)
-        return 0;
-    e = e == RCACHE_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
-    rdma_verbs_err_set(xp->err, sizeof(xp->err), "cannot register %zu bytes at %p: %s%s", len,
-                       addr, strerror(e), e == ENOMEM || e == EAGAIN ?
-                       " (memlock or NIC limit: raise ulimit -l or lower "
-                       "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
+    if (e == RDMA_OK)
+        return RDMA_OK;
+    e = e == RDMA_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
+    rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_REG, "cannot register %zu bytes at %p: %s%s", len,
+             addr, strerror(e), e == ENOMEM || e == EAGAIN ?
+             " (memlock or NIC limit: raise ulimit -l or lower "
+             "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
     /* limits deserve a notice; memory that cannot be registered at all
      * (e.g. read-only) just takes the copy path (VERBOSE counts it) */
     if ((e == ENOMEM || e == EAGAIN) && !xp->said_reg++)
         fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
-    return -1;
+    return RDMA_ERR_REG;
 }
 
-static int rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
-                             void **handle, int *hit)
+static rdma_status_t rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                                       void **handle, int *hit)
 {
     rdma_verbs_conn_t *vc = ctx;
     rcache_region_t *r;
 
     if (rdma_verbs_rc_get(&vc->xp->rc_src, addr, len, &r, hit))
-        return -1;
+        return RDMA_ERR_REG;
     *key = r->key;
     *handle = r;
-    return 0;
+    return RDMA_OK;
 }
 
 static void rdma_verbs_unexpose(void *ctx, void *handle)
@@ -162,17 +163,17 @@ static int rdma_verbs_dst_get(rdma_xport_t * xp, char *at, size_t len, size_t *k
     return rdma_verbs_rc_get(&xp->rc_dst, at, w, r, NULL);
 }
 
-int rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
-                             void **handle)
+rdma_status_t rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                                       void **handle)
 {
     size_t k = len;
     rcache_region_t *r;
 
     if (rdma_verbs_dst_get(xp, addr, len, &k, &r))
-        return -1;
+        return RDMA_ERR_REG;
     *key = r->key;
     *handle = r;
-    return 0;
+    return RDMA_OK;
 }
 
 void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle)
@@ -189,8 +190,8 @@ static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
 /* Post reads into dst while the read and send-queue limits allow.  A
  * destination that cannot be registered refuses the pull if nothing of
  * it is in flight (the sender then uses the ring), else waits. */
-static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
-                           uint64_t key, size_t len, size_t *posted)
+static rdma_status_t rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                                     uint64_t key, size_t len, size_t *posted)
 {
     rdma_verbs_conn_t *vc = ctx;
     size_t off = 0, k;
@@ -199,7 +200,7 @@ static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t r
 
     *posted = 0;
     if (rdma_verbs_reads_max(vc) == 0)
-        return ZC_PULL_REFUSED;
+        return RDMA_ERR_REFUSED;
     while (i < n && *posted < len && vc->rd_head - vc->rd_tail < rdma_verbs_reads_max(vc)
            && vc->sq_free > RDMA_VERBS_SQ_RESERVE + 1) {
         char *at = (char *) dst[i].iov_base + off;
@@ -208,12 +209,12 @@ static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t r
         rest = rest < len - *posted ? rest : len - *posted;
         k = rest < RDMA_VERBS_READ_MAX ? rest : RDMA_VERBS_READ_MAX;
         if (rdma_verbs_dst_get(vc->xp, at, rest, &k, &r))
-            return *posted == 0 && vc->rd_head == vc->rd_tail ? ZC_PULL_REFUSED : ZC_PULL_OK;
+            return *posted == 0 && vc->rd_head == vc->rd_tail ? RDMA_ERR_REFUSED : RDMA_OK;
         if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
                             raddr + *posted, (uint32_t) key, -1,
                             RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
             rcache_put(vc->xp->rc_dst.rc, r);
-            return ZC_PULL_FAILED;
+            return RDMA_ERR_XPORT;
         }
         vc->reads[vc->rd_head % RDMA_VERBS_READS_MAX].len = (uint32_t) k;
         vc->reads[vc->rd_head++ % RDMA_VERBS_READS_MAX].reg = r;
@@ -224,7 +225,7 @@ static int rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t r
             off = 0;
         }
     }
-    return ZC_PULL_OK;
+    return RDMA_OK;
 }
 
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc)

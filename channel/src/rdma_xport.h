@@ -25,9 +25,11 @@
  *   close()     releases one connection (after the CH3 close protocol).
  *   finalize()  releases everything; the xport pointer is dead after it.
  *
- * Errors: every call returns RDMA_XPORT_OK or a negative status and leaves a
- * one-line diagnosis (naming the peer, the device, the limit...) readable with
- * rdma_xport_ops_t.error(); open() writes its diagnosis into err.
+ * Errors (rdma_status.h): every call returns RDMA_OK or a negative status
+ * and leaves a one-line diagnosis (naming the peer, the device, the
+ * limit...) readable with rdma_xport_ops_t.error(); open() writes its
+ * diagnosis into err; a connection that FAILED keeps its own in c->why
+ * (rdma_conn_failed), which later failures of other peers do not overwrite.
  *
  * Threading: the owner serialises all calls on one xport.
  */
@@ -36,16 +38,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "rdma_status.h"
 #include "rb_pipe.h"            /* rb_xport_ops_t: implemented, never called */
 #include "zc.h"                 /* zc_ops_t: likewise */
-
-enum {
-    RDMA_XPORT_OK = 0,
-    RDMA_XPORT_ERR = -1,        /* see error() */
-    RDMA_XPORT_ENODEV = -2,     /* no usable device (verbs) */
-    RDMA_XPORT_ENOMEM = -3,     /* memory, memlock or device limits */
-    RDMA_XPORT_EPEER = -4       /* peer unreachable or dead */
-};
 
 typedef enum {
     RDMA_CONN_IDLE = 0,
@@ -67,7 +62,16 @@ typedef struct rdma_conn {
     void *priv;                 /* transport's per-connection state: the ctx
                                  * of pipe_ops and zc */
     void *owner;                /* owner's back pointer (the CH3 VC) */
+    char why[RDMA_MSG_LEN];     /* FAILED: why, one line naming the peer */
 } rdma_conn_t;
+
+/* Mark c FAILED for the reason `why` (kept in c->why). */
+static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
+{
+    c->state = RDMA_CONN_FAILED;
+    snprintf(c->why, sizeof(c->why), "%s", why);
+    return RDMA_ERR_PEER;
+}
 
 /* The memory one connection's pipe runs over (rb_pipe_init's areas) and
  * how arrivals are detected there. */
@@ -83,10 +87,10 @@ typedef struct rdma_conn_mem {
  * progress() and the ops tables, never from another thread. */
 typedef struct rdma_xport_events {
     rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
-    int (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */
+    rdma_status_t (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */
     /* c's pipe memory is known (before any arrival can be reported);
      * non-zero: the owner cannot use it, the connection fails */
-    int (*bind) (void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem);
+    rdma_status_t (*bind) (void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem);
     void (*ready) (void *arg, rdma_conn_t * c);         /* c is READY */
     void (*landed) (rdma_conn_t * c, unsigned frames);  /* completion-driven */
     void (*pulled) (rdma_conn_t * c, size_t bytes);     /* zc pulls, in order */
@@ -114,12 +118,12 @@ typedef struct rdma_xport_params {
 
 struct rdma_xport_ops {
     const char *name;
-    int (*open) (const rdma_xport_params_t * prm, rdma_xport_t ** xp,
+    rdma_status_t (*open) (const rdma_xport_params_t * prm, rdma_xport_t ** xp,
                  char *card, size_t cardlen, char *err, size_t errlen);
-    int (*connect) (rdma_xport_t * xp, rdma_conn_t * c);
-    int (*progress) (rdma_xport_t * xp);
-    int (*close) (rdma_xport_t * xp, rdma_conn_t * c);
-    int (*finalize) (rdma_xport_t * xp);
+    rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);
+    rdma_status_t (*progress) (rdma_xport_t * xp);
+    rdma_status_t (*close) (rdma_xport_t * xp, rdma_conn_t * c);
+    rdma_status_t (*finalize) (rdma_xport_t * xp);
     const char *(*error) (const rdma_xport_t * xp);
     /* One line about a connection (transport, arrival mode, limits). */
     int (*describe) (const rdma_conn_t * c, char *buf, size_t len);
@@ -149,8 +153,8 @@ extern const rdma_xport_ops_t rdma_xport_verbs;
 /* Verbs test hook: register [addr, addr+len) as a zero-copy receive
  * destination (exactly as a pull does) and return its rkey, which the
  * protocol never sends, so that a test can show a peer cannot use it. */
-int rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
-                             void **handle);
+rdma_status_t rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                                       void **handle);
 void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle);
 
 /* Verbs fork protection as open() decides it: query returns an enum

@@ -97,7 +97,7 @@ struct rdma_xport {
     shm_peer_t *peer;           /* [size] */
     int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
     int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
-    char err[256];
+    char err[RDMA_MSG_LEN];
 };
 
 static size_t rdma_shm_ctl_bytes(size_t nslots)
@@ -120,18 +120,7 @@ static uint8_t *rdma_shm_ring(uint8_t * map, size_t ring, size_t nslots, int slo
     return map + SHM_PAGE + rdma_shm_ctl_bytes(nslots) + (size_t) slot * ring;
 }
 
-/* Write a one-line diagnosis into buf; returns code. */
-static int rdma_shm_say(char *buf, size_t len, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-#define SHM_FAIL(xp, code, ...) rdma_shm_say((xp)->err, sizeof((xp)->err), code, __VA_ARGS__)
+#define SHM_FAIL(xp, code, ...) rdma_say((xp)->err, sizeof((xp)->err), code, __VA_ARGS__)
 
 /* ---- pipe operations: the ring is already written ---- */
 
@@ -151,21 +140,21 @@ static int rdma_shm_wake(shm_peer_t * pe)
     return 0;
 }
 
-static int rdma_shm_write(void *ctx, size_t off, size_t len, unsigned frames)
+static rdma_status_t rdma_shm_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     (void) off, (void) len, (void) frames;
     return rdma_shm_wake(ctx);
 }
 
 /* release: the pipe's chunk-word clears come before the sender reuses them */
-static int rdma_shm_credit(void *ctx, uint64_t tail)
+static rdma_status_t rdma_shm_credit(void *ctx, uint64_t tail)
 {
     __atomic_store_n(&((shm_peer_t *) ctx)->rx_ctl->tail, tail, __ATOMIC_RELEASE);
     return rdma_shm_wake(ctx);
 }
 
 /* release: the frame is in the ring before the head says so */
-static int rdma_shm_head(void *ctx, uint64_t head)
+static rdma_status_t rdma_shm_head(void *ctx, uint64_t head)
 {
     __atomic_store_n(&((shm_peer_t *) ctx)->tx_ctl->head, head, __ATOMIC_RELEASE);
     return rdma_shm_wake(ctx);
@@ -179,8 +168,8 @@ static const rb_xport_ops_t rdma_shm_pipe_ops = {
 
 /* Nothing to register: the peer copies our memory directly, which Yama
  * scope 1 allows only once we say so (see the top). */
-static int rdma_shm_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
-                           void **handle, int *hit)
+static rdma_status_t rdma_shm_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                                     void **handle, int *hit)
 {
     rdma_xport_t *xp = ((shm_peer_t *) ctx)->xp;
 
@@ -201,8 +190,8 @@ static void rdma_shm_unexpose(void *ctx, void *handle)
 }
 
 /* One process_vm_readv, synchronous: the bytes are in dst on return. */
-static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
-                         uint64_t key, size_t len, size_t *posted)
+static rdma_status_t rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                                   uint64_t key, size_t len, size_t *posted)
 {
     static int said;
     shm_peer_t *pe = ctx;
@@ -215,24 +204,24 @@ static int rdma_shm_pull(void *ctx, const struct iovec *dst, int n, uint64_t rad
     *posted = got > 0 ? (size_t) got : 0;
     if (got > 0) {
         pe->xp->prm.ev.pulled(c, (size_t) got);
-        return ZC_PULL_OK;
+        return RDMA_OK;
     }
     if (e == EPERM || e == EACCES || e == ENOSYS) {
         if (!said++)
             fprintf(stderr, "[ch3:rdma] rank %d: CMA (process_vm_readv) not permitted: %s; "
                     "large on-node messages use the ring (double copy)\n",
                     pe->xp->prm.rank, strerror(e));
-        return ZC_PULL_REFUSED;
+        return RDMA_ERR_REFUSED;
     }
-    SHM_FAIL(pe->xp, RDMA_XPORT_EPEER, "shm: process_vm_readv of %zu bytes from rank %d: %s",
+    SHM_FAIL(pe->xp, RDMA_ERR_PEER, "shm: process_vm_readv of %zu bytes from rank %d: %s",
              len, c->peer, strerror(e));
-    return ZC_PULL_FAILED;
+    return RDMA_ERR_XPORT;
 }
 
 /* Split copy: write our part straight into the receiver's buffer with
  * process_vm_writev while it pulls the other part.  Any failure: refused,
  * and the receiver pulls this part too. */
-static int rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
+static rdma_status_t rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
 {
     pid_t pid = ((shm_peer_t *) ctx)->pid;
     size_t done = 0;
@@ -243,10 +232,10 @@ static int rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
         ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
 
         if (k <= 0)
-            return -1;
+            return RDMA_ERR_REFUSED;
         done += (size_t) k;
     }
-    return 0;
+    return RDMA_OK;
 }
 
 static const zc_ops_t rdma_shm_zc_ops = {
@@ -270,48 +259,30 @@ static int rdma_shm_yama_scope(void)
 
 /* ---- lifecycle ---- */
 
-static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
-                         char *card, size_t cardlen, char *err, size_t errlen)
+/* This process's region: a memfd of maplen bytes, mapped, header set. */
+static rdma_status_t rdma_shm_region_make(rdma_xport_t * xp, char *err, size_t errlen)
 {
-    rdma_xport_t *xp;
-    shm_hdr_t *h;
+    const rdma_xport_params_t *prm = &xp->prm;
     char name[SHM_JOB_LEN + 32];
-    int rc = RDMA_XPORT_ENOMEM;
+    shm_hdr_t *h;
 
-    if (prm->ring_size == 0 || prm->ring_size % 8)
-        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: bad ring size %zu",
-                            prm->ring_size);
-    if (prm->size <= 0 || prm->rank < 0 || prm->rank >= prm->size)
-        return rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: rank %d outside job of size %d",
-                            prm->rank, prm->size);
-    xp = calloc(1, sizeof(*xp));
-    if (!xp)
-        return rdma_shm_say(err, errlen, rc, "shm: out of memory");
-    xp->prm = *prm;
-    xp->peer = calloc(prm->size, sizeof(*xp->peer));
-    if (!xp->peer) {
-        rdma_shm_say(err, errlen, rc, "shm: out of memory for %d peers", prm->size);
-        goto fail_xp;
-    }
     xp->maplen = rdma_shm_region_len(prm->ring_size, prm->size);
     snprintf(name, sizeof(name), "ch3-rdma.%s.%d", prm->job ? prm->job : "", prm->rank);
     xp->fd = memfd_create(name, MFD_CLOEXEC);
-    if (xp->fd < 0) {
-        rc = rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: memfd_create: %s",
-                          strerror(errno));
-        goto fail_peer;
-    }
+    if (xp->fd < 0)
+        return rdma_say(err, errlen, RDMA_ERR_SYS, "shm: memfd_create: %s", strerror(errno));
     if (ftruncate(xp->fd, xp->maplen)) {
-        rdma_shm_say(err, errlen, rc, "shm: cannot size the %zu-byte region: %s",
-                     xp->maplen, strerror(errno));
+        rdma_say(err, errlen, RDMA_ERR_NOMEM, "shm: cannot size the %zu-byte region: %s",
+                 xp->maplen, strerror(errno));
         goto fail_fd;
     }
     xp->map = mmap(NULL, xp->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, xp->fd, 0);
     if (xp->map == MAP_FAILED) {
-        rdma_shm_say(err, errlen, rc, "shm: cannot map the %zu-byte region: %s",
-                     xp->maplen, strerror(errno));
+        rdma_say(err, errlen, RDMA_ERR_NOMEM, "shm: cannot map the %zu-byte region: %s",
+                 xp->maplen, strerror(errno));
         goto fail_fd;
     }
+    madvise(xp->map, xp->maplen, MADV_DONTFORK);
     h = (shm_hdr_t *) xp->map;
     h->version = SHM_VERSION;
     h->ring_size = prm->ring_size;
@@ -319,19 +290,46 @@ static int rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     h->rank = prm->rank;
     snprintf(h->job, sizeof(h->job), "%s", prm->job ? prm->job : "");
     h->magic = SHM_MAGIC;
+    return RDMA_OK;
+  fail_fd:
+    close(xp->fd);
+    return RDMA_ERR_NOMEM;
+}
+
+static rdma_status_t rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
+                                   char *card, size_t cardlen, char *err, size_t errlen)
+{
+    rdma_xport_t *xp;
+    rdma_status_t rc = RDMA_ERR_NOMEM;
+
+    if (prm->ring_size == 0 || prm->ring_size % 8)
+        return rdma_say(err, errlen, RDMA_ERR_INVAL, "shm: bad ring size %zu", prm->ring_size);
+    if (prm->size <= 0 || prm->rank < 0 || prm->rank >= prm->size)
+        return rdma_say(err, errlen, RDMA_ERR_INVAL, "shm: rank %d outside job of size %d",
+                        prm->rank, prm->size);
+    xp = calloc(1, sizeof(*xp));
+    if (!xp)
+        return rdma_say(err, errlen, rc, "shm: out of memory");
+    xp->prm = *prm;
+    xp->peer = calloc(prm->size, sizeof(*xp->peer));
+    if (!xp->peer) {
+        rdma_say(err, errlen, rc, "shm: out of memory for %d peers", prm->size);
+        goto fail_xp;
+    }
+    rc = rdma_shm_region_make(xp, err, errlen);
+    if (rc != RDMA_OK)
+        goto fail_peer;
     if ((size_t) snprintf(card, cardlen, "%d.%d.%zu", (int) getpid(), xp->fd, xp->maplen)
         >= cardlen) {
-        rc = rdma_shm_say(err, errlen, RDMA_XPORT_ERR, "shm: card buffer of %zu bytes too small",
-                          cardlen);
+        rc = rdma_say(err, errlen, RDMA_ERR_INVAL, "shm: card buffer of %zu bytes too small",
+                      cardlen);
         goto fail_map;
     }
-    madvise(xp->map, xp->maplen, MADV_DONTFORK);
     xp->yama_scope = rdma_shm_yama_scope();
     *xpp = xp;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
   fail_map:
     munmap(xp->map, xp->maplen);
-  fail_fd:
     close(xp->fd);
   fail_peer:
     free(xp->peer);
@@ -364,41 +362,41 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     const char *bad;
 
     if (xp->prm.ev.card_of(xp->prm.ev.arg, q, card, sizeof(card)))
-        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: no business card for rank %d", q);
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: no business card for rank %d", q);
     if (sscanf(card, "%d.%d.%zu%n", &pid, &fd, &len, &n) != 3 || card[n] || len != xp->maplen)
-        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: card \"%s\" of rank %d is not ours "
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: card \"%s\" of rank %d is not ours "
                         "(region of %zu bytes expected)", card, q, xp->maplen);
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
     fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         e = errno;
-        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: cannot open %s of rank %d: %s%s", path, q,
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: cannot open %s of rank %d: %s%s", path, q,
                         strerror(e), e == EACCES || e == EPERM
                         ? " (ptrace scope / different user?)"
                         : e == ENOENT ? " (peer exited, or on another host?)" : "");
     }
     if (fstat(fd, &st) || (size_t) st.st_size != len) {
         close(fd);
-        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: %s of rank %d is not a %zu-byte region",
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s of rank %d is not a %zu-byte region",
                         path, q, len);
     }
     map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     e = errno;
     close(fd);
     if (map == MAP_FAILED)
-        return SHM_FAIL(xp, RDMA_XPORT_ENOMEM, "shm: cannot map %zu bytes of rank %d: %s", len,
+        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot map %zu bytes of rank %d: %s", len,
                         q, strerror(e));
     madvise(map, len, MADV_DONTFORK);
     bad = rdma_shm_check(xp, map, q);
     if (bad) {
         munmap(map, len);
-        return SHM_FAIL(xp, RDMA_XPORT_EPEER, "shm: region of rank %d does not match ours (%s)",
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: region of rank %d does not match ours (%s)",
                         q, bad);
     }
     pe->map = map;
     pe->maplen = len;
     pe->pid = pid;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 static void rdma_shm_unmap(shm_peer_t * pe)
@@ -435,7 +433,7 @@ static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
     if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
         rdma_shm_unmap(pe);
         c->priv = NULL;
-        rc = SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: cannot set up the pipe to rank %d", q);
+        rc = SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: cannot set up the pipe to rank %d", q);
         goto fail;
     }
     /* release: our end is set up before the peer may see it */
@@ -444,33 +442,33 @@ static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
     pe->used = 1;
     c->state = RDMA_CONN_READY;
     xp->prm.ev.ready(xp->prm.ev.arg, c);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
   fail:
-    c->state = RDMA_CONN_FAILED;
+    rdma_conn_failed(c, xp->err);
     return rc;
 }
 
-static int rdma_shm_connect(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t rdma_shm_connect(rdma_xport_t * xp, rdma_conn_t * c)
 {
     if (c->peer < 0 || c->peer >= xp->prm.size)
-        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: no rank %d in a job of size %d", c->peer,
+        return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: no rank %d in a job of size %d", c->peer,
                         xp->prm.size);
     if (xp->peer[c->peer].conn == c)
-        return RDMA_XPORT_OK;
+        return RDMA_OK;
     if (xp->peer[c->peer].used)
-        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: rank %d was connected already (reconnecting "
+        return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: rank %d was connected already (reconnecting "
                         "is not supported)", c->peer);
     return rdma_shm_attach(xp, c);
 }
 
 /* Ready the peers that attached to us since the doorbell last moved. */
-static int rdma_shm_progress(rdma_xport_t * xp)
+static rdma_status_t rdma_shm_progress(rdma_xport_t * xp)
 {
     uint64_t bell = __atomic_load_n(&((shm_hdr_t *) xp->map)->doorbell, __ATOMIC_ACQUIRE);
-    int r, rc = RDMA_XPORT_OK;
+    int r, rc = RDMA_OK;
 
     if (bell == xp->doorbell)
-        return RDMA_XPORT_OK;
+        return RDMA_OK;
     xp->doorbell = bell;
     for (r = 0; r < xp->prm.size; r++) {
         rdma_conn_t *c;
@@ -482,24 +480,24 @@ static int rdma_shm_progress(rdma_xport_t * xp)
         if (!c || (c->state != RDMA_CONN_IDLE && c->state != RDMA_CONN_CONNECTING))
             continue;
         c->peer = r;
-        if (rdma_shm_attach(xp, c) && rc == RDMA_XPORT_OK)
-            rc = RDMA_XPORT_EPEER;
+        if (rdma_shm_attach(xp, c) && rc == RDMA_OK)
+            rc = RDMA_ERR_PEER;
     }
     return rc;
 }
 
-static int rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     if (c->peer < 0 || c->peer >= xp->prm.size || xp->peer[c->peer].conn != c)
-        return SHM_FAIL(xp, RDMA_XPORT_ERR, "shm: close of rank %d, which is not connected",
+        return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: close of rank %d, which is not connected",
                         c->peer);
     rdma_shm_unmap(&xp->peer[c->peer]);
     c->priv = NULL;
     c->state = RDMA_CONN_CLOSED;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
-static int rdma_shm_finalize(rdma_xport_t * xp)
+static rdma_status_t rdma_shm_finalize(rdma_xport_t * xp)
 {
     int r;
 
@@ -511,7 +509,7 @@ static int rdma_shm_finalize(rdma_xport_t * xp)
     close(xp->fd);
     free(xp->peer);
     free(xp);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 static const char *rdma_shm_error(const rdma_xport_t * xp)

@@ -14,23 +14,23 @@
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
 
-static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
-                           size_t cardlen, char *err, size_t errlen)
+static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
+                                     char *card, size_t cardlen, char *err, size_t errlen)
 {
     rdma_xport_t *xp;
     int rc;
 
     if (prm->chunk_size == 0 || prm->ring_size % prm->chunk_size) {
-        rdma_verbs_err_set(err, errlen, "invalid ring geometry (ring %zu, chunk %zu)",
-                           prm->ring_size, prm->chunk_size);
-        return RDMA_XPORT_ERR;
+        rdma_say(err, errlen, RDMA_ERR_XPORT, "invalid ring geometry (ring %zu, chunk %zu)",
+                 prm->ring_size, prm->chunk_size);
+        return RDMA_ERR_XPORT;
     }
     if ((rc = rdma_verbs_memlock_check(prm, err, errlen)))
         return rc;
     xp = calloc(1, sizeof(*xp));
     if (!xp) {
-        rdma_verbs_err_set(err, errlen, "out of memory");
-        return RDMA_XPORT_ENOMEM;
+        rdma_say(err, errlen, RDMA_ERR_NOMEM, "out of memory");
+        return RDMA_ERR_NOMEM;
     }
     xp->prm = *prm;
     if (xp->prm.timeout <= 0)
@@ -45,9 +45,9 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     xp->rng[1] = (unsigned short) time(NULL);
     xp->rng[2] = (unsigned short) (uintptr_t) xp;
     if (rdma_verbs_cm_keys(xp)) {
-        rdma_verbs_err_set(err, errlen, "cannot draw the connection keys: getrandom: %s",
-                           strerror(errno));
-        rc = RDMA_XPORT_ERR;
+        rdma_say(err, errlen, RDMA_ERR_XPORT, "cannot draw the connection keys: getrandom: %s",
+                 strerror(errno));
+        rc = RDMA_ERR_XPORT;
         goto err_free;
     }
     xp->fork_mode = rdma_xport_verbs_fork_mode(rdma_verbs_fork_query, ibv_fork_init);
@@ -61,7 +61,7 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
         goto err_close;
     rdma_verbs_card_format(xp, card, cardlen);
     *xpp = xp;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
   err_close:
     ibv_close_device(xp->ctx);
   err_free:
@@ -69,32 +69,32 @@ static int rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
     return rc;
 }
 
-static int rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
 {
     rdma_verbs_conn_t *vc = c->priv;
     int rc;
 
     if (vc)     /* the peer connected to us first */
-        return vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_XPORT_EPEER : RDMA_XPORT_OK;
+        return vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_ERR_PEER : RDMA_OK;
     if ((rc = rdma_verbs_conn_create(xp, c, &vc)))
         return rc;
     c->state = RDMA_CONN_CONNECTING;
     vc->initiator = 1;
     rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REQ_SENT);
     rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REQ);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
-static int rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     (void) xp;
     if (c->priv)
         rdma_verbs_conn_release(c->priv);
     c->state = RDMA_CONN_CLOSED;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
-static int rdma_verbs_finalize(rdma_xport_t * xp)
+static rdma_status_t rdma_verbs_finalize(rdma_xport_t * xp)
 {
     uint32_t i;
 
@@ -106,7 +106,7 @@ static int rdma_verbs_finalize(rdma_xport_t * xp)
     rdma_verbs_dev_teardown(xp);
     ibv_close_device(xp->ctx);
     free(xp);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 static const char *rdma_verbs_error(const rdma_xport_t * xp)

@@ -5,18 +5,25 @@
  * test program.
  *
  * Every rank of a job is an rdma_xport_t in this process; ranks find each
- * other through a table keyed by job.  connect() creates this side's end
- * and binds it at once; the peer's progress() accepts (conn_of, bind,
- * ready), this side's next progress() sees that and is ready too, so every
- * event comes from inside the rank's own calls, as the contract says.
+ * other through a table per fabric: fake_xport and fake_xport2 are two
+ * independent transports (to stand for shm and verbs side by side).
+ * connect() creates this side's end and binds it at once; the peer's
+ * progress() accepts (conn_of, bind, ready), this side's next progress()
+ * sees that and is ready too, so every event comes from inside the rank's
+ * own calls, as the contract says.
  *
  * Faults (fake_faults, set by the test before traffic):
  *   defer_writes   writes land only at the receiver's next progress(), as
  *                  completion-driven arrivals (ev.landed)
  *   pull_max       bytes one pull() starts at most (0: all it is offered)
  *   defer_pulls    pulled bytes are reported at the next progress()
- *   refuse_pulls   pull() refuses (ZC_PULL_REFUSED): the ring carries it
+ *   refuse_pulls   pull() refuses (RDMA_ERR_REFUSED): the ring carries it
  *   fail_writes_after  the write after this many fails (0: never)
+ *   split_writes   a write lands in two parts: its first half now, the
+ *                  rest (with the frame's closing flag) at the receiver's
+ *                  next progress() -- flag polling must wait for it
+ *   kill_peer      rank+1: the next progress() of every other rank finds
+ *                  its connection to that rank dead (FAILED, RDMA_ERR_PEER)
  */
 #ifndef FAKE_XPORT_H_INCLUDED
 #define FAKE_XPORT_H_INCLUDED
@@ -29,7 +36,7 @@
 enum { FAKE_RANKS = 4, FAKE_QMAX = 1024 };
 
 static struct fake_faults {
-    int defer_writes, defer_pulls, refuse_pulls;
+    int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer;
     size_t pull_max;
     unsigned long fail_writes_after;
 } fake_faults;
@@ -52,25 +59,20 @@ struct fake_end {
 
 struct rdma_xport {
     rdma_xport_params_t prm;
+    int fabric;                 /* 0: fake_xport, 1: fake_xport2 */
+    unsigned waits[3];          /* wait_arm, wait, wait_disarm calls */
     fake_end_t *end[FAKE_RANKS];
     unsigned long writes;
     char err[128];
 };
 
-static rdma_xport_t *fake_world[FAKE_RANKS];   /* one job at a time */
+static rdma_xport_t *fake_world[2][FAKE_RANKS];        /* one job at a time */
 
-static int fake_write(void *ctx, size_t off, size_t len, unsigned frames)
+/* Queue [off, off+len) of e's stage to land in its peer's ring later. */
+static int fake_defer(fake_end_t * e, size_t off, size_t len, unsigned frames)
 {
-    fake_end_t *e = ctx, *p = e->peer;
+    fake_end_t *p = e->peer;
 
-    if (fake_faults.fail_writes_after && ++e->xp->writes > fake_faults.fail_writes_after) {
-        snprintf(e->xp->err, sizeof(e->xp->err), "fake: write to rank %d failed", e->c->peer);
-        return -1;
-    }
-    if (!fake_faults.defer_writes) {
-        memcpy(p->ring + off, e->stage + off, len);
-        return 0;
-    }
     if (p->qt - p->qh == FAKE_QMAX)
         return -1;
     p->q[p->qt % FAKE_QMAX].off = off;
@@ -79,13 +81,32 @@ static int fake_write(void *ctx, size_t off, size_t len, unsigned frames)
     return 0;
 }
 
-static int fake_credit(void *ctx, uint64_t tail)
+static rdma_status_t fake_write(void *ctx, size_t off, size_t len, unsigned frames)
+{
+    fake_end_t *e = ctx, *p = e->peer;
+
+    if (fake_faults.fail_writes_after && ++e->xp->writes > fake_faults.fail_writes_after) {
+        snprintf(e->xp->err, sizeof(e->xp->err), "fake: write to rank %d failed", e->c->peer);
+        return -1;
+    }
+    if (fake_faults.split_writes) {
+        memcpy(p->ring + off, e->stage + off, len / 2);
+        return fake_defer(e, off + len / 2, len - len / 2, 0);
+    }
+    if (!fake_faults.defer_writes) {
+        memcpy(p->ring + off, e->stage + off, len);
+        return 0;
+    }
+    return fake_defer(e, off, len, frames);
+}
+
+static rdma_status_t fake_credit(void *ctx, uint64_t tail)
 {
     ((fake_end_t *) ctx)->peer->tail_word = tail;
     return 0;
 }
 
-static int fake_head(void *ctx, uint64_t head)
+static rdma_status_t fake_head(void *ctx, uint64_t head)
 {
     ((fake_end_t *) ctx)->peer->head_word = head;
     return 0;
@@ -93,8 +114,8 @@ static int fake_head(void *ctx, uint64_t head)
 
 static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head };
 
-static int fake_expose(void *ctx, const void *addr, size_t len, uint64_t * key, void **handle,
-                       int *hit)
+static rdma_status_t fake_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
+                                 void **handle, int *hit)
 {
     (void) ctx, (void) len;
     *key = 0;
@@ -109,8 +130,8 @@ static void fake_unexpose(void *ctx, void *handle)
 }
 
 /* The peer's memory is ours: copy now, report now or at progress(). */
-static int fake_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
-                     size_t len, size_t *posted)
+static rdma_status_t fake_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
+                               uint64_t key, size_t len, size_t *posted)
 {
     fake_end_t *e = ctx;
     size_t cap = fake_faults.pull_max ? fake_faults.pull_max : len, k;
@@ -119,7 +140,7 @@ static int fake_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, 
     (void) key;
     *posted = 0;
     if (fake_faults.refuse_pulls)
-        return ZC_PULL_REFUSED;
+        return RDMA_ERR_REFUSED;
     for (i = 0; i < n && *posted < len && *posted < cap; i++) {
         k = dst[i].iov_len;
         k = k < len - *posted ? k : len - *posted;
@@ -131,28 +152,42 @@ static int fake_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, 
         e->pulled_due += *posted;
     else
         e->xp->prm.ev.pulled(e->c, *posted);
-    return ZC_PULL_OK;
+    return RDMA_OK;
 }
 
 static const zc_ops_t fake_zc_ops = { fake_expose, fake_unexpose, fake_pull, NULL };
 
-static int fake_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
-                     size_t cardlen, char *err, size_t errlen)
+static rdma_status_t fake_open_in(int fabric, const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
+                                  char *card, size_t cardlen, char *err, size_t errlen)
 {
     rdma_xport_t *xp;
 
-    if (prm->rank < 0 || prm->rank >= FAKE_RANKS || fake_world[prm->rank]) {
+    if (prm->rank < 0 || prm->rank >= FAKE_RANKS || fake_world[fabric][prm->rank]) {
         snprintf(err, errlen, "fake: rank %d taken or out of range", prm->rank);
-        return RDMA_XPORT_ERR;
+        return RDMA_ERR_XPORT;
     }
     xp = calloc(1, sizeof(*xp));
     if (!xp)
-        return RDMA_XPORT_ENOMEM;
+        return RDMA_ERR_NOMEM;
     xp->prm = *prm;
-    fake_world[prm->rank] = xp;
-    snprintf(card, cardlen, "fake.%d", prm->rank);
+    xp->fabric = fabric;
+    fake_world[fabric][prm->rank] = xp;
+    snprintf(card, cardlen, "fake%d.%d", fabric, prm->rank);
     *xpp = xp;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
+}
+
+static rdma_status_t fake_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
+                               size_t cardlen, char *err, size_t errlen)
+{
+    return fake_open_in(0, prm, xpp, card, cardlen, err, errlen);
+}
+
+static __attribute__((unused))
+rdma_status_t fake_open2(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
+                         size_t cardlen, char *err, size_t errlen)
+{
+    return fake_open_in(1, prm, xpp, card, cardlen, err, errlen);
 }
 
 static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
@@ -173,16 +208,16 @@ static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
     return xp->prm.ev.bind(xp->prm.ev.arg, c, &mem) ? NULL : e;
 }
 
-static int fake_connect(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t fake_connect(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    if (c->peer < 0 || c->peer >= FAKE_RANKS || !fake_world[c->peer])
-        return snprintf(xp->err, sizeof(xp->err), "fake: no rank %d", c->peer), RDMA_XPORT_EPEER;
+    if (c->peer < 0 || c->peer >= FAKE_RANKS || !fake_world[xp->fabric][c->peer])
+        return snprintf(xp->err, sizeof(xp->err), "fake: no rank %d", c->peer), RDMA_ERR_PEER;
     if (xp->end[c->peer])
-        return RDMA_XPORT_OK;
+        return RDMA_OK;
     if (!fake_end_new(xp, c))
-        return RDMA_XPORT_ENOMEM;
+        return RDMA_ERR_NOMEM;
     c->state = RDMA_CONN_CONNECTING;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 static void fake_ready(rdma_xport_t * xp, fake_end_t * e)
@@ -197,7 +232,7 @@ static void fake_accept(rdma_xport_t * xp)
     int r;
 
     for (r = 0; r < FAKE_RANKS; r++) {
-        rdma_xport_t *px = fake_world[r];
+        rdma_xport_t *px = fake_world[xp->fabric][r];
         fake_end_t *theirs = px && r != xp->prm.rank ? px->end[xp->prm.rank] : NULL, *mine;
         rdma_conn_t *c;
 
@@ -212,16 +247,31 @@ static void fake_accept(rdma_xport_t * xp)
         fake_ready(xp, mine);
     }
     for (r = 0; r < FAKE_RANKS; r++)
-        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state != RDMA_CONN_READY)
+        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state == RDMA_CONN_CONNECTING)
             fake_ready(xp, xp->end[r]);
 }
 
+/* kill_peer: our connection to that rank dies. */
+static rdma_status_t fake_kill(rdma_xport_t * xp)
+{
+    int r = fake_faults.kill_peer - 1;
+    char why[64];
+
+    if (r < 0 || r == xp->prm.rank || !xp->end[r] || xp->end[r]->c->state == RDMA_CONN_FAILED)
+        return RDMA_OK;
+    snprintf(why, sizeof(why), "fake: connection to rank %d died", r);
+    snprintf(xp->err, sizeof(xp->err), "%s", why);
+    return rdma_conn_failed(xp->end[r]->c, why);
+}
+
 /* Land deferred writes into our rings and report deferred pulls. */
-static int fake_progress(rdma_xport_t * xp)
+static rdma_status_t fake_progress(rdma_xport_t * xp)
 {
     int r;
 
     fake_accept(xp);
+    if (fake_kill(xp) != RDMA_OK)
+        return RDMA_ERR_PEER;
     for (r = 0; r < FAKE_RANKS; r++) {
         fake_end_t *e = xp->end[r];
 
@@ -229,7 +279,8 @@ static int fake_progress(rdma_xport_t * xp)
             size_t off = e->q[e->qh % FAKE_QMAX].off;
 
             memcpy(e->ring + off, e->peer->stage + off, e->q[e->qh % FAKE_QMAX].len);
-            xp->prm.ev.landed(e->c, e->q[e->qh % FAKE_QMAX].frames);
+            if (e->q[e->qh % FAKE_QMAX].frames)
+                xp->prm.ev.landed(e->c, e->q[e->qh % FAKE_QMAX].frames);
         }
         if (e && e->pulled_due) {
             size_t k = e->pulled_due;
@@ -238,17 +289,17 @@ static int fake_progress(rdma_xport_t * xp)
             xp->prm.ev.pulled(e->c, k);
         }
     }
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
-static int fake_close(rdma_xport_t * xp, rdma_conn_t * c)
+static rdma_status_t fake_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     (void) xp;
     c->state = RDMA_CONN_CLOSED;
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
-static int fake_finalize(rdma_xport_t * xp)
+static rdma_status_t fake_finalize(rdma_xport_t * xp)
 {
     int r;
 
@@ -259,9 +310,9 @@ static int fake_finalize(rdma_xport_t * xp)
             free(xp->end[r]);
         }
     }
-    fake_world[xp->prm.rank] = NULL;
+    fake_world[xp->fabric][xp->prm.rank] = NULL;
     free(xp);
-    return RDMA_XPORT_OK;
+    return RDMA_OK;
 }
 
 static const char *fake_error(const rdma_xport_t * xp)
@@ -274,10 +325,29 @@ static int fake_describe(const rdma_conn_t * c, char *buf, size_t len)
     return snprintf(buf, len, "fake peer=%d", c->peer);
 }
 
-static const rdma_xport_ops_t fake_xport = {
-    .name = "fake",.open = fake_open,.connect = fake_connect,.progress = fake_progress,
-    .close = fake_close,.finalize = fake_finalize,.error = fake_error,
-    .describe = fake_describe,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops
-};
+/* Blocking waits only count (a test checks which transport was asked). */
+static int fake_wait_arm(rdma_xport_t * xp)
+{
+    return ++xp->waits[0] > 0;
+}
+
+static void fake_wait(rdma_xport_t * xp, long timeout_us)
+{
+    (void) timeout_us;
+    xp->waits[1]++;
+}
+
+static void fake_wait_disarm(rdma_xport_t * xp)
+{
+    xp->waits[2]++;
+}
+
+#define FAKE_OPS(name_, open_)                                                  \
+    {.name = name_,.open = open_,.connect = fake_connect,.progress = fake_progress, \
+     .close = fake_close,.finalize = fake_finalize,.error = fake_error,            \
+     .describe = fake_describe,.wait_arm = fake_wait_arm,.wait = fake_wait,        \
+     .wait_disarm = fake_wait_disarm,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops}
+static const rdma_xport_ops_t fake_xport = FAKE_OPS("fake", fake_open);
+static const __attribute__((unused)) rdma_xport_ops_t fake_xport2 = FAKE_OPS("fake2", fake_open2);
 
 #endif /* FAKE_XPORT_H_INCLUDED */

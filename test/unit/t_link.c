@@ -130,12 +130,12 @@ static int stream_send(stream_t * s, rdma_link_t * out)
     int rc;
 
     if (s->tm == NMSG)
-        return RB_OK;
+        return RDMA_OK;
     if (s->sent >= hdr)
         v[1] = (struct iovec) { s->tx + s->sent, len - s->sent };
     rc = rdma_link_putv(out, s->sent < hdr ? v : &v[1], s->sent < hdr ? 2 : 1, &nb);
     s->sent += nb;
-    if (rc == RB_OK && s->sent == len) {
+    if (rc == RDMA_OK && s->sent == len) {
         s->sent = 0;
         if (++s->tm < NMSG)
             stream_fill(s);
@@ -150,10 +150,10 @@ static int stream_recv(stream_t * s, rdma_link_t * in)
     int rc;
 
     if (s->rm == NMSG)
-        return RB_OK;
+        return RDMA_OK;
     rc = rdma_link_getv(in, &r, 1, &nb);
     s->got += nb;
-    if (rc == RB_OK && s->got == len) {
+    if (rc == RDMA_OK && s->got == len) {
         for (i = 0; i < len; i++)
             s->bad += s->rx[i] != pat(s->from, s->rm, i);
         s->rm++;
@@ -166,7 +166,7 @@ static int stream_recv(stream_t * s, rdma_link_t * in)
 static int streams_run(size_t *bad, unsigned long *steps)
 {
     stream_t s[2] = { {0}, {0} };
-    int k, rc = RB_OK;
+    int k, rc = RDMA_OK;
 
     for (k = 0; k < 2; k++) {
         s[k].from = k;
@@ -174,13 +174,13 @@ static int streams_run(size_t *bad, unsigned long *steps)
         s[k].rx = malloc(BIG + NMSG * 17);
         stream_fill(&s[k]);
     }
-    for (*steps = 0; rc == RB_OK && s[0].rm + s[1].rm + s[0].tm + s[1].tm < 4 * NMSG
+    for (*steps = 0; rc == RDMA_OK && s[0].rm + s[1].rm + s[0].tm + s[1].tm < 4 * NMSG
          && *steps < 1000000; ++*steps) {
         fake_xport.progress(N[0].xp);
         fake_xport.progress(N[1].xp);
-        for (k = 0; k < 2 && rc == RB_OK; k++) {
+        for (k = 0; k < 2 && rc == RDMA_OK; k++) {
             rc = stream_send(&s[k], &N[k].link[!k]);
-            if (rc == RB_OK)
+            if (rc == RDMA_OK)
                 rc = stream_recv(&s[k], &N[!k].link[k]);
         }
     }
@@ -201,7 +201,7 @@ static void scenario(const char *what, int both_connect)
 
     if (conn)
         rc = streams_run(&bad, &steps);
-    ok(conn && rc == RB_OK && bad == 0, "%s: %d messages each way, every byte checked "
+    ok(conn && rc == RDMA_OK && bad == 0, "%s: %d messages each way, every byte checked "
        "(%lu steps, rc %d, %zu bad)", what, NMSG, steps, rc, bad);
     if (conn && !fake_faults.refuse_pulls)
         ok(N[0].link[1].zc.stats.zc_msgs > 0 && N[1].link[0].zc.stats.pulled_msgs > 0,
@@ -222,8 +222,8 @@ static void test_write_fails(void)
 
     fake_faults.fail_writes_after = 5;
     rc = nodes_connect(0) ? streams_run(&bad, &steps) : -1;
-    ok(rc == RB_ERR_XPORT && strstr(fake_xport.error(N[0].xp), "failed") != NULL,
-       "a failing transport write surfaces as RB_ERR_XPORT with the transport's diagnosis "
+    ok(rc == RDMA_ERR_XPORT && strstr(fake_xport.error(N[0].xp), "failed") != NULL,
+       "a failing transport write surfaces as RDMA_ERR_XPORT with the transport's diagnosis "
        "(rc %d: %s)", rc, fake_xport.error(N[0].xp));
     nodes_close();
     memset(&fake_faults, 0, sizeof(fake_faults));

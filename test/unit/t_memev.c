@@ -162,7 +162,7 @@ static void t_munmap(void)
 {
     char *p = map(16);
 
-    is_int(memev_watch(p, 16 * pg), MEMEV_OK, "watch 16 anonymous pages");
+    is_int(memev_watch(p, 16 * pg), RDMA_OK, "watch 16 anonymous pages");
     is_int(drain(), 0, "watching alone reports nothing");
     munmap(p + 6 * pg, 4 * pg);
     drain();
@@ -243,7 +243,7 @@ static void t_same_address(void)
     int i, missed = 0, watch_fail = 0;
 
     for (i = 0; i < ROUNDS; i++) {
-        watch_fail += memev_watch(p, 16 * pg) != MEMEV_OK;
+        watch_fail += memev_watch(p, 16 * pg) != RDMA_OK;
         if (i & 1) {
             munmap(p, 16 * pg);
             q = mmap(p, 16 * pg, PROT_READ | PROT_WRITE,
@@ -310,10 +310,10 @@ static void t_file_mappings(void)
         ok(1, "# SKIP no regular file system for a file mapping");
     } else {
         p = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        is_int(memev_watch(p, 4 * pg), MEMEV_ERR, "shared file mapping: refused");
+        is_int(memev_watch(p, 4 * pg), RDMA_ERR_SYS, "shared file mapping: refused");
         munmap(p, 4 * pg);
         p = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        is_int(memev_watch(p, 4 * pg), MEMEV_ERR, "private file mapping: refused");
+        is_int(memev_watch(p, 4 * pg), RDMA_ERR_SYS, "private file mapping: refused");
         munmap(p, 4 * pg);
         close(fd);
     }
@@ -321,15 +321,15 @@ static void t_file_mappings(void)
     fd = memfd_create("t_memev", MFD_CLOEXEC);
     p = fd < 0 || ftruncate(fd, 4 * pg) ? MAP_FAILED :
         mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    rc = p == MAP_FAILED ? MEMEV_ERR : memev_watch(p, 4 * pg);
+    rc = p == MAP_FAILED ? RDMA_ERR_SYS : memev_watch(p, 4 * pg);
     if (p != MAP_FAILED)
         munmap(p, 4 * pg);
     drain();
-    if (rc == MEMEV_OK)
+    if (rc == RDMA_OK)
         ok(exactly(p, 4 * pg), "shared memfd mapping: watched, its munmap reported");
     else
-        ok(rc == MEMEV_ERR, "shared memfd mapping: refused (kernel without WP on shmem)");
-    diag("memfd MAP_SHARED watch: %s", rc == MEMEV_OK ? "works" : "refused");
+        ok(rc == RDMA_ERR_SYS, "shared memfd mapping: refused (kernel without WP on shmem)");
+    diag("memfd MAP_SHARED watch: %s", rc == RDMA_OK ? "works" : "refused");
     if (fd >= 0)
         close(fd);
 }
@@ -343,7 +343,7 @@ static void t_free(void)
     uintptr_t at = (uintptr_t) p;       /* p is not used after free */
 
     memset(p, 1, sz);
-    is_int(memev_watch(p, sz), MEMEV_OK, "watch an 8 MiB malloc chunk");
+    is_int(memev_watch(p, sz), RDMA_OK, "watch an 8 MiB malloc chunk");
     drain();
     free(p);
     drain();
@@ -386,7 +386,7 @@ static void t_sbrk(void)
     grown = sbrk(base - cur + 16 * pg) != (void *) -1;
     if (grown) {
         memset(base, 1, 16 * pg);
-        watched = memev_watch(base, 16 * pg) == MEMEV_OK;
+        watched = memev_watch(base, 16 * pg) == RDMA_OK;
         drain();
         sbrk(-8 * (intptr_t) pg);
         drain();
@@ -417,7 +417,7 @@ static void t_fork(void)
     if (pid == 0) {
         close(fds[1]);
         drain();
-        rc = ev.flushes == 1 && memev_watch(p, pg) == MEMEV_ENOSYS;
+        rc = ev.flushes == 1 && memev_watch(p, pg) == RDMA_ERR_NOSYS;
         munmap(p, 4 * pg);      /* unwatched here: must not block */
         while (read(fds[0], &buf, 1) < 0 && errno == EINTR)
             continue;
@@ -446,7 +446,7 @@ static void t_close(void)
     unmapper_t u;
     int i;
 
-    is_int(memev_open(err, sizeof(err)), MEMEV_OK, "reopen");
+    is_int(memev_open(err, sizeof(err)), RDMA_OK, "reopen");
     memev_watch(p, 4 * pg);
     memev_watch(q, 4 * pg);
     for (i = 0; i < 4; i++)
@@ -458,7 +458,7 @@ static void t_close(void)
         pthread_join(u.th, NULL);
     drain();
     ok(ev.n == 0 && ev.flushes == 1, "closed: drain calls flush");
-    is_int(memev_watch(p, pg), MEMEV_ENOSYS, "closed: watch says ENOSYS");
+    is_int(memev_watch(p, pg), RDMA_ERR_NOSYS, "closed: watch says ENOSYS");
 }
 
 static void t_reopen(void)
@@ -468,7 +468,7 @@ static void t_reopen(void)
     char *p;
 
     for (i = 0; i < 3; i++) {
-        if (memev_open(err, sizeof(err)) != MEMEV_OK) {
+        if (memev_open(err, sizeof(err)) != RDMA_OK) {
             diag("memev_open: %s", err);
             continue;
         }
@@ -491,15 +491,15 @@ int main(void)
     pg = (size_t) sysconf(_SC_PAGESIZE);
     mallopt(M_MMAP_THRESHOLD, 4 << 20);         /* no dynamic threshold */
     rc = memev_open(err, sizeof(err));
-    if (rc == MEMEV_ENOSYS) {
+    if (rc == RDMA_ERR_NOSYS) {
         printf("1..0 # SKIP %s\n", err);
         return 0;
     }
-    if (!is_int(rc, MEMEV_OK, "memev_open")) {
+    if (!is_int(rc, RDMA_OK, "memev_open")) {
         diag("%s", err);
         return done_testing();
     }
-    is_int(memev_open(err, sizeof(err)), MEMEV_ERR, "a second open is refused");
+    is_int(memev_open(err, sizeof(err)), RDMA_ERR_SYS, "a second open is refused");
     t_munmap();
     t_madvise();
     t_mremap();

@@ -60,7 +60,7 @@ static int flow_put(flow_t * f, size_t maxlen, int maxiov)
     for (k = 0; k < len; k++)
         buf[k] = pat(f->dir, f->sent + k);
     n = iov_split(buf, len, iov, maxiov);
-    f->bad += rb_pipe_putv(&f->tx->p, iov, n, &nb) != RB_OK;
+    f->bad += rb_pipe_putv(&f->tx->p, iov, n, &nb) != RDMA_OK;
     f->sent += nb;
     return nb > 0;
 }
@@ -73,7 +73,7 @@ static int flow_get(flow_t * f, size_t maxlen, int maxiov)
     int n = iov_split(buf, len, iov, maxiov);
 
     memset(buf, 0xa5, len);
-    f->bad += rb_pipe_getv(&f->rx->p, iov, n, &nb) != RB_OK;
+    f->bad += rb_pipe_getv(&f->rx->p, iov, n, &nb) != RDMA_OK;
     for (k = 0; k < nb; k++)
         f->bad += buf[k] != pat(f->dir, f->rcvd + k);
     f->rcvd += nb;
@@ -150,14 +150,14 @@ static void t_config(void)
     const char *what = "unset";
     size_t i;
 
-    ok(rb_config_check(&good, &what) == RB_OK && what == NULL, "config: valid one accepted");
+    ok(rb_config_check(&good, &what) == RDMA_OK && what == NULL, "config: valid one accepted");
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int rc = rb_config_check(&bad[i], &what);
 
-        ok(rc == RB_ERR_INVAL && what && !strcmp(what, field[i]),
+        ok(rc == RDMA_ERR_INVAL && what && !strcmp(what, field[i]),
            "config: case %zu rejected naming %s (got %s)", i, field[i], what ? what : "NULL");
     }
-    ok(rb_config_check(NULL, &what) == RB_ERR_INVAL && !strcmp(what, "cfg"),
+    ok(rb_config_check(NULL, &what) == RDMA_ERR_INVAL && !strcmp(what, "cfg"),
        "config: NULL rejected");
 }
 
@@ -169,11 +169,11 @@ static void t_init(void)
     uint64_t w = 0;
 
     ok(pair_init(&c) == 0, "init: basic pair");
-    is_int(rb_pipe_init(&p, &c, &nocredit, NULL, A.stage, &w, A.ring, &w), RB_ERR_INVAL,
+    is_int(rb_pipe_init(&p, &c, &nocredit, NULL, A.stage, &w, A.ring, &w), RDMA_ERR_INVAL,
            "init: ops without credit rejected");
-    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage, &w, A.ring, NULL), RB_ERR_INVAL,
+    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage, &w, A.ring, NULL), RDMA_ERR_INVAL,
            "init: basic mode without head word rejected");
-    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage + 4, &w, A.ring, &w), RB_ERR_INVAL,
+    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage + 4, &w, A.ring, &w), RDMA_ERR_INVAL,
            "init: misaligned stage rejected");
 }
 
@@ -188,15 +188,15 @@ static void t_small(void)
     const void *v;
 
     pair_init(&c);
-    ok(rb_pipe_putv(&A.p, NULL, 0, &nb) == RB_OK && nb == 0, "zero-length putv (n = 0)");
+    ok(rb_pipe_putv(&A.p, NULL, 0, &nb) == RDMA_OK && nb == 0, "zero-length putv (n = 0)");
     nb = 7;
-    ok(rb_pipe_putv(&A.p, empty, 3, &nb) == RB_OK && nb == 0 && A.writes == 0,
+    ok(rb_pipe_putv(&A.p, empty, 3, &nb) == RDMA_OK && nb == 0 && A.writes == 0,
        "zero-length putv (empty entries) writes nothing");
     nb = 7;
-    ok(rb_pipe_getv(&B.p, empty, 3, &nb) == RB_OK && nb == 0, "zero-length getv");
+    ok(rb_pipe_getv(&B.p, empty, 3, &nb) == RDMA_OK && nb == 0, "zero-length getv");
     is_size(get1(&B, out, sizeof(out)), 0, "getv on an empty ring returns 0");
     is_int(rb_pipe_peek(&B.p, &ty, &v, &nb), 0, "peek on an empty ring returns 0");
-    is_int(rb_pipe_consume(&B.p, 0), RB_ERR_INVAL, "consume without a frame is an error");
+    is_int(rb_pipe_consume(&B.p, 0), RDMA_ERR_INVAL, "consume without a frame is an error");
     is_size(put1(&A, "hello", 5), 5, "putv of 5 bytes");
     ok(rb_pipe_peek(&B.p, &ty, &v, &nb) == 1 && ty == RB_FRAME_DATA && nb == 5
        && !memcmp(v, "hello", 5), "peek shows the DATA frame");
@@ -238,10 +238,10 @@ static void t_many_iov(void)
         ov[i].iov_len = len;
         k += len;
     }
-    ok(rb_pipe_putv(&A.p, iv, 64, &nb) == RB_OK && nb == total,
+    ok(rb_pipe_putv(&A.p, iv, 64, &nb) == RDMA_OK && nb == total,
        "putv gathers 64 entries (%zu bytes)", total);
     nb = 0;
-    ok(rb_pipe_getv(&B.p, ov, 64, &nb) == RB_OK && nb == total && !memcmp(src, dst, total),
+    ok(rb_pipe_getv(&B.p, ov, 64, &nb) == RDMA_OK && nb == total && !memcmp(src, dst, total),
        "getv scatters into 64 entries");
 }
 
@@ -300,7 +300,7 @@ static void t_coalesce(void)
        "credits coalesced: %lu credit writes for %llu frames", B.credits,
        (unsigned long long) A.p.stats.frames_tx);
     n0 = B.credits + (B.p.rx.tail != B.p.rx.tail_sent);
-    ok(rb_pipe_flush_credit(&B.p) == RB_OK && rb_pipe_flush_credit(&B.p) == RB_OK
+    ok(rb_pipe_flush_credit(&B.p) == RDMA_OK && rb_pipe_flush_credit(&B.p) == RDMA_OK
        && B.credits == n0 && A.tail_word == B.p.rx.tail, "flush_credit publishes the tail once");
 }
 
@@ -471,7 +471,7 @@ static void t_completion(void)
     rb_pipe_landed(&B.p, 1);
     ok(get1(&B, out, sizeof(out)) == 4 && !memcmp(out, "defg", 4), "completion-driven: second");
     rb_pipe_landed(&B.p, 1);
-    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 1 }, 1, &nb), RB_ERR_PROTO,
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 1 }, 1, &nb), RDMA_ERR_PROTO,
            "completion-driven: landed without a frame is a protocol error");
 }
 
@@ -486,33 +486,33 @@ static void t_ctrl(void)
 
     pair_init(&c);
     put1(&A, "hello", 5);
-    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "ctl", 3, &sent) == RB_OK && sent, "put_ctrl");
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "ctl", 3, &sent) == RDMA_OK && sent, "put_ctrl");
     put1(&A, "world", 5);
     ok(get1(&B, out, sizeof(out)) == 5 && get1(&B, out, sizeof(out)) == 0,
        "getv stops at the CTRL frame");
     ok(rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && ty == RB_FRAME_CTRL && len == 3
        && !memcmp(v, "ctl", 3), "peek returns the CTRL frame");
-    ok(rb_pipe_consume(&B.p, 1) == RB_OK && rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && len == 2
-       && rb_pipe_consume(&B.p, 3) == RB_ERR_INVAL && rb_pipe_consume(&B.p, 2) == RB_OK,
+    ok(rb_pipe_consume(&B.p, 1) == RDMA_OK && rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && len == 2
+       && rb_pipe_consume(&B.p, 3) == RDMA_ERR_INVAL && rb_pipe_consume(&B.p, 2) == RDMA_OK,
        "consume in parts; over-consume rejected");
     ok(get1(&B, out, sizeof(out)) == 5 && !memcmp(out, "world", 5), "DATA after CTRL");
     while (A.p.tx.head % c.ring_size != c.ring_size - 64)       /* one chunk left */
         put1(&A, "x", 1), get1(&B, out, sizeof(out));
     memset(big, 'c', sizeof(big));
     pads = A.p.stats.frames_tx;
-    ok(rb_pipe_put_ctrl(&A.p, 7, big, sizeof(big), &sent) == RB_OK && sent
+    ok(rb_pipe_put_ctrl(&A.p, 7, big, sizeof(big), &sent) == RDMA_OK && sent
        && A.p.stats.frames_tx == pads + 2, "CTRL at the ring end goes after a PAD frame");
     ok(rb_pipe_peek(&B.p, &ty, &v, &len) == 1 && ty == 7 && len == sizeof(big)
-       && !memcmp(v, big, len) && rb_pipe_consume(&B.p, len) == RB_OK,
+       && !memcmp(v, big, len) && rb_pipe_consume(&B.p, len) == RDMA_OK,
        "PAD frame skipped; CTRL type 7 intact");
-    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_DATA, "x", 1, &sent) == RB_ERR_INVAL
-       && rb_pipe_put_ctrl(&A.p, RB_FRAME_PAD, "x", 1, &sent) == RB_ERR_INVAL
-       && rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, out, 233, &sent) == RB_ERR_INVAL,
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_DATA, "x", 1, &sent) == RDMA_ERR_INVAL
+       && rb_pipe_put_ctrl(&A.p, RB_FRAME_PAD, "x", 1, &sent) == RDMA_ERR_INVAL
+       && rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, out, 233, &sent) == RDMA_ERR_INVAL,
        "put_ctrl rejects DATA, PAD and oversize");
     while (put1(&A, big, sizeof(big)))
         continue;
     sent = 1;
-    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "z", 1, &sent) == RB_OK && !sent,
+    ok(rb_pipe_put_ctrl(&A.p, RB_FRAME_CTRL, "z", 1, &sent) == RDMA_OK && !sent,
        "put_ctrl on a full ring sends nothing");
 }
 
@@ -525,7 +525,7 @@ static void t_proto(void)
 
     pair_init(&c);
     memcpy(B.ring, &bad, 8);
-    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 8 }, 1, &nb), RB_ERR_PROTO,
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, 8 }, 1, &nb), RDMA_ERR_PROTO,
            "frame longer than max_frame is a protocol error");
 }
 
@@ -549,11 +549,11 @@ static void t_proto_shrunk(void)
     memcpy(B.ring, &shrunk, 8);
     memcpy(B.ring + 16 + 104, &shrunk, 8);
     rc = rb_pipe_peek(&B.p, &type, &buf, &len);
-    ok(rc == RB_ERR_PROTO, "peek of a frame shrunk below what was read: protocol error "
+    ok(rc == RDMA_ERR_PROTO, "peek of a frame shrunk below what was read: protocol error "
        "(rc %d, len %zu)", rc, len);
-    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, sizeof(out) }, 1, &nb), RB_ERR_PROTO,
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { out, sizeof(out) }, 1, &nb), RDMA_ERR_PROTO,
            "getv of the shrunk frame: protocol error");
-    is_int(rb_pipe_consume(&B.p, 1), RB_ERR_PROTO, "consume of the shrunk frame: protocol error");
+    is_int(rb_pipe_consume(&B.p, 1), RDMA_ERR_PROTO, "consume of the shrunk frame: protocol error");
 }
 
 /* The idle-poll check is 0 exactly when getv would find nothing. */
@@ -615,16 +615,16 @@ static void t_sched(void)
     is_int(rb_sched_count(1 << 20, 12288, 1.5), 10,
            "1 MiB in 10 chunks at C0 = 12 KiB, q = 1.5 (n = 9.3, the last one truncated)");
     is_int(rb_sched_count(16 << 20, 12288, 1.5), 17, "16 MiB in 17 chunks (n = 16.1)");
-    ok(rb_config_check(&c, NULL) == RB_OK, "superpipeline configuration accepted");
+    ok(rb_config_check(&c, NULL) == RDMA_OK, "superpipeline configuration accepted");
     c.sched_q = 0.5;
-    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_q"), "q < 1 rejected");
+    ok(rb_config_check(&c, &what) == RDMA_ERR_INVAL && !strcmp(what, "sched_q"), "q < 1 rejected");
     c.sched_q = 1.5;
     c.sched_max = 1 << 20;
-    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_max"),
+    ok(rb_config_check(&c, &what) == RDMA_ERR_INVAL && !strcmp(what, "sched_max"),
        "maximum chunk above ring/2 rejected");
     c.sched_max = 1 << 18;
     c.sched_c0 = 100;
-    ok(rb_config_check(&c, &what) == RB_ERR_INVAL && !strcmp(what, "sched_c0"),
+    ok(rb_config_check(&c, &what) == RDMA_ERR_INVAL && !strcmp(what, "sched_c0"),
        "C0 below a ring chunk rejected");
 }
 
@@ -638,9 +638,9 @@ static int sp_message(uint8_t * src, uint8_t * dst, size_t len)
     while (rcvd < len && spins++ < 1000000) {
         struct iovec in = { src + sent, len - sent }, out = { dst + rcvd, len - rcvd };
 
-        if (sent < len && rb_pipe_putv(&A.p, &in, 1, &nb) == RB_OK)
+        if (sent < len && rb_pipe_putv(&A.p, &in, 1, &nb) == RDMA_OK)
             sent += nb;
-        if (rb_pipe_getv(&B.p, &out, 1, &nb) != RB_OK)
+        if (rb_pipe_getv(&B.p, &out, 1, &nb) != RDMA_OK)
             return -1;
         rcvd += nb;
     }
@@ -701,7 +701,7 @@ static void t_superpipe_deferred(void)
     while (rcvd < L && spins++ < 100000) {
         struct iovec in = { src + sent, L - sent };
 
-        if (sent < L && rb_pipe_putv(&A.p, &in, 1, &nb) == RB_OK)
+        if (sent < L && rb_pipe_putv(&A.p, &in, 1, &nb) == RDMA_OK)
             sent += nb;
         while (t_land_byte(&A)) {
             int ty;
@@ -774,7 +774,7 @@ static void t_superpipe_completion(void)
     rb_pipe_putv(&A.p, &in, 1, &nb);
     ok(nb == sizeof(src) && A.writes == 3, "completion-driven superpipeline: 40000 B in 3 writes");
     rb_pipe_landed(&B.p, (unsigned) A.p.stats.frames_tx);
-    ok(rb_pipe_getv(&B.p, &out, 1, &nb) == RB_OK && nb == sizeof(src) && !memcmp(src, dst, nb),
+    ok(rb_pipe_getv(&B.p, &out, 1, &nb) == RDMA_OK && nb == sizeof(src) && !memcmp(src, dst, nb),
        "completion-driven superpipeline: %lu frames landed by count", A.wframes);
 }
 

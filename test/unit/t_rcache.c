@@ -168,7 +168,7 @@ static void fin(rcache_t * rc, const char *name)
     int check = rcache_check(rc);
 
     rcache_destroy(rc);
-    ok(check == RCACHE_OK && F.regs == F.deregs && !F.double_deregs && !F.pinned
+    ok(check == RDMA_OK && F.regs == F.deregs && !F.double_deregs && !F.pinned
        && !F.reg_in_inval, "%s: consistent; destroy deregisters every region once", name);
 }
 
@@ -185,7 +185,7 @@ static rcache_region_t *get(rcache_t * rc, size_t first, size_t n, int *hit)
 {
     rcache_region_t *r = NULL;
 
-    return rcache_get(rc, pg(first), n * PG, &r, hit) == RCACHE_OK ? r : NULL;
+    return rcache_get(rc, pg(first), n * PG, &r, hit) == RDMA_OK ? r : NULL;
 }
 
 static int is_range(const rcache_region_t * r, size_t first, size_t n)
@@ -205,14 +205,14 @@ static void t_args(void)
     rcache_t *rc = NULL;
     rcache_region_t *r = NULL;
 
-    ok(rcache_create(&cfg, &bad, NULL, &rc) == RCACHE_ERR_INVAL
-       && rcache_create(NULL, &ops_plain, NULL, &rc) == RCACHE_ERR_INVAL && !rc,
+    ok(rcache_create(&cfg, &bad, NULL, &rc) == RDMA_ERR_INVAL
+       && rcache_create(NULL, &ops_plain, NULL, &rc) == RDMA_ERR_INVAL && !rc,
        "create rejects a missing reg op or config");
     rc = mk(100, SIZE_MAX, SIZE_MAX, 1, &ops_plain);
-    ok(rcache_get(rc, pg(0), 0, &r, NULL) == RCACHE_ERR_INVAL
-       && rcache_get(rc, (void *) (UINTPTR_MAX - 10), 5, &r, NULL) == RCACHE_ERR_INVAL
-       && rcache_get(rc, pg(1), SIZE_MAX, &r, NULL) == RCACHE_ERR_INVAL
-       && rcache_get(NULL, pg(0), 1, &r, NULL) == RCACHE_ERR_INVAL && !r && !F.reg_calls,
+    ok(rcache_get(rc, pg(0), 0, &r, NULL) == RDMA_ERR_INVAL
+       && rcache_get(rc, (void *) (UINTPTR_MAX - 10), 5, &r, NULL) == RDMA_ERR_INVAL
+       && rcache_get(rc, pg(1), SIZE_MAX, &r, NULL) == RDMA_ERR_INVAL
+       && rcache_get(NULL, pg(0), 1, &r, NULL) == RDMA_ERR_INVAL && !r && !F.reg_calls,
        "get rejects len 0, the top page, wrap-around and a NULL cache");
     fin(rc, "args");
 }
@@ -224,15 +224,15 @@ static void t_hit_miss(void)
     rcache_stats_t st;
     int hit = -1;
 
-    ok(rcache_get(rc, (char *) pg(0) + 100, 10, &a, &hit) == RCACHE_OK && !hit
+    ok(rcache_get(rc, (char *) pg(0) + 100, 10, &a, &hit) == RDMA_OK && !hit
        && is_range(a, 0, 1) && a->key == 1 && F.regs == 1,
        "miss registers the request's page");
     ok((b = get(rc, 0, 1, &hit)) == a && hit && F.regs == 1, "same page: hit");
-    ok(rcache_get(rc, (char *) pg(1) - 1, 2, &c, &hit) == RCACHE_OK && !hit
+    ok(rcache_get(rc, (char *) pg(1) - 1, 2, &c, &hit) == RDMA_OK && !hit
        && is_range(c, 0, 2) && F.regs == 2 && mr_live(a),
        "request across a page boundary: two pages, merged with the busy first");
     ok((d = get(rc, 10, 8, &hit)) && !hit && is_range(d, 10, 8), "8-page region");
-    ok(rcache_get(rc, (char *) pg(12) + 5, 3 * PG, &b, &hit) == RCACHE_OK && hit && b == d,
+    ok(rcache_get(rc, (char *) pg(12) + 5, 3 * PG, &b, &hit) == RDMA_OK && hit && b == d,
        "contained request: hit on the covering region");
     st = stats(rc);
     ok(st.hits == 2 && st.misses == 3 && st.regions == 3 && st.bytes == 11 * PG
@@ -250,7 +250,7 @@ static void t_hit_miss(void)
        "hit on an idle region takes it off the LRU");
     rcache_put(rc, e);
     rcache_put(rc, e);
-    ok(stats(rc).idle_regions == 2 && rcache_check(rc) == RCACHE_OK,
+    ok(stats(rc).idle_regions == 2 && rcache_check(rc) == RDMA_OK,
        "a put too many is ignored");
     fin(rc, "hit/miss");
 }
@@ -287,7 +287,7 @@ static void t_merge(void)
     rcache_put(rc, a);
     rcache_put(rc, m);
     rcache_put(rc, n);
-    ok(!am->live && rcache_check(rc) == RCACHE_OK, "replaced region deregistered at its put");
+    ok(!am->live && rcache_check(rc) == RDMA_OK, "replaced region deregistered at its put");
     fin(rc, "merge fallback");
 }
 
@@ -391,7 +391,7 @@ static void t_flush(void)
         rcache_put(rc, r[i]);
     rcache_flush(rc);
     ok(F.deregs == 3 && stats(rc).regions == 3 && stats(rc).invalidations == 6
-       && mr_live(r[1]) && rcache_check(rc) == RCACHE_OK,
+       && mr_live(r[1]) && rcache_check(rc) == RDMA_OK,
        "flush: idle regions deregistered, busy ones dead");
     ok(get(rc, 3, 2, &hit) != r[1] && !hit, "flush: nothing served afterwards");
     for (i = 1; i < 6; i += 2)
@@ -450,13 +450,13 @@ static void t_reg_fail(void)
     ok((a = get(rc, 20, 4, &hit)) && !hit && F.reg_calls == 4 && stats(rc).evictions == 2
        && stats(rc).reg_failures == 0, "-ENOMEM: idle regions evicted, retry succeeds");
     b = get(rc, 30, 4, NULL);
-    ok(rcache_get(rc, pg(40), 1, &c, &hit) == RCACHE_ERR_REG && !c
+    ok(rcache_get(rc, pg(40), 1, &c, &hit) == RDMA_ERR_REG && !c
        && rcache_reg_errno(rc) == ENOMEM && stats(rc).reg_failures == 1,
-       "-ENOMEM with nothing to evict: RCACHE_ERR_REG, errno ENOMEM");
+       "-ENOMEM with nothing to evict: RDMA_ERR_REG, errno ENOMEM");
     rcache_put(rc, b);
     F.force_err = EINVAL;
     F.force_n = 1;
-    ok(rcache_get(rc, pg(40), 1, &c, &hit) == RCACHE_ERR_REG && rcache_reg_errno(rc) == EINVAL
+    ok(rcache_get(rc, pg(40), 1, &c, &hit) == RDMA_ERR_REG && rcache_reg_errno(rc) == EINVAL
        && stats(rc).evictions == 2 && mr_live(b), "-EINVAL: no eviction, no retry");
     F.force_err = EAGAIN;
     F.force_n = 1;
@@ -493,7 +493,7 @@ static void t_real_memory(void)
     F.touch = 1;
     a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     memset(a, 'A', len);
-    ok(rcache_get(rc, a + 10, len - 20, &r, &hit) == RCACHE_OK && !hit
+    ok(rcache_get(rc, a + 10, len - 20, &r, &hit) == RDMA_OK && !hit
        && ((fake_mr_t *) r->mr)->head[0] == 'A', "real pages registered");
     rcache_put(rc, r);
     munmap(a, len);
@@ -503,7 +503,7 @@ static void t_real_memory(void)
         b = mmap(a, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     memset(b, 'B', len);
     if (b == a) {
-        ok(rcache_get(rc, b, len, &r, &hit) == RCACHE_OK && hit
+        ok(rcache_get(rc, b, len, &r, &hit) == RDMA_OK && hit
            && ((fake_mr_t *) r->mr)->head[0] == 'A',
            "control: unreported unmap leaves a stale registration");
         rcache_put(rc, r);
@@ -511,7 +511,7 @@ static void t_real_memory(void)
         ok(1, "# SKIP the new mapping is at another address");
     }
     fake_queue(a, len);
-    ok(rcache_get(rc, b, len, &r, &hit) == RCACHE_OK && !hit
+    ok(rcache_get(rc, b, len, &r, &hit) == RDMA_OK && !hit
        && ((fake_mr_t *) r->mr)->head[0] == 'B', "reported unmap: new registration");
     rcache_put(rc, r);
     munmap(b, len);
@@ -555,7 +555,7 @@ static void t_tree(void)
     rnd_perm(v, N);
     for (i = 0; i < N; i++) {
         rcache_put(rc, get(rc, 2 * v[i], 1, NULL));
-        bad += rcache_check(rc) != RCACHE_OK;
+        bad += rcache_check(rc) != RDMA_OK;
     }
     for (i = 0; i < N; i++) {
         rcache_put(rc, get(rc, 2 * i, 1, &hit));
@@ -565,7 +565,7 @@ static void t_tree(void)
     rnd_perm(v, N);
     for (i = 0; i < N; i++) {
         rcache_invalidate(rc, (uintptr_t) pg(2 * v[i]), 1);
-        bad += rcache_check(rc) != RCACHE_OK || stats(rc).regions != N - 1 - i;
+        bad += rcache_check(rc) != RDMA_OK || stats(rc).regions != N - 1 - i;
     }
     ok(!bad && F.deregs == N, "tree: %d regions removed in random order", N);
     fin(rc, "tree");
@@ -588,7 +588,7 @@ static void rnd_get(rcache_t * rc, rcache_region_t ** held, int *nheld, rnd_coun
         len = (WIN - p) * PG - off;
     st = rcache_get(rc, (void *) a, len, &r, &hit);
     if (st) {
-        bad->errs += st != RCACHE_ERR_REG || rcache_reg_errno(rc) != ENOMEM;
+        bad->errs += st != RDMA_ERR_REG || rcache_reg_errno(rc) != ENOMEM;
         bad->fails++;
         return;
     }
@@ -630,7 +630,7 @@ static void t_random(int cache)
             fake_invalidate(rc, 0, SIZE_MAX);
         }
         st = stats(rc);
-        bad.acct += rcache_check(rc) != RCACHE_OK || st.regions != F.regs - F.deregs
+        bad.acct += rcache_check(rc) != RDMA_OK || st.regions != F.regs - F.deregs
             || st.bytes != F.pinned || F.double_deregs;
     }
     while (nheld)

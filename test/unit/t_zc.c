@@ -63,9 +63,9 @@ static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uin
 
     *posted = 0;
     if (f->refuse)
-        return ZC_PULL_REFUSED;
+        return RDMA_ERR_REFUSED;
     if (key != 0x5eed)
-        return ZC_PULL_FAILED;
+        return RDMA_ERR_XPORT;
     f->pulls++;
     if (f->pull_max && len > f->pull_max)
         len = f->short_rand ? rnd_in(1, f->pull_max) : f->pull_max;
@@ -85,7 +85,7 @@ static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uin
     }
     if (f->peer)
         zc_getv(&f->peer->z, NULL, 0, &(size_t) { 0 });
-    return ZC_PULL_OK;
+    return RDMA_OK;
 }
 
 /* Split copy: write straight into the peer's memory (same process). */
@@ -183,14 +183,14 @@ static int xfer_step(xfer_t * x, fake_t * ft, fake_t * fr)
     struct iovec *v = iov_live(x->tx, &n);
 
     if (n > 0) {
-        x->err |= zc_putv(&ft->z, v, n, &nb) != RB_OK;
+        x->err |= zc_putv(&ft->z, v, n, &nb) != RDMA_OK;
         iov_advance(v, n, nb);
         x->sent += nb;
         moved |= nb > 0;
     }
     n = 2;
     v = iov_live(x->rx, &n);
-    x->err |= zc_getv(&fr->z, v, n, &nb) != RB_OK;
+    x->err |= zc_getv(&fr->z, v, n, &nb) != RDMA_OK;
     iov_advance(v, n, nb);
     x->rcvd += nb;
     moved |= nb > 0;
@@ -386,14 +386,14 @@ static void test_random_stream(void)
         FB.pull_max = rnd_in(1, 20000);
         if (tn) {
             struct iovec *v = iov_live(tv, &tn);
-            err |= zc_putv(&FA.z, v, tn, &nb) != RB_OK;
+            err |= zc_putv(&FA.z, v, tn, &nb) != RDMA_OK;
             iov_advance(v, tn, nb);
             memmove(tv, v, tn * sizeof(*v));
             v = iov_live(tv, &tn);
             memmove(tv, v, tn * sizeof(*v));
             sent += nb;
         }
-        err |= zc_getv(&FB.z, rv, rn, &nb) != RB_OK;
+        err |= zc_getv(&FB.z, rv, rn, &nb) != RDMA_OK;
         iov_advance(rv, rn, nb);
         {
             struct iovec *v = iov_live(rv, &rn);
@@ -488,13 +488,13 @@ static void test_proto(void)
 
     setup(16384, 4096, ZC_MODE_ZCOPY);
     rb_pipe_put_ctrl(&B.p, ZC_FRAME_FIN, fin, sizeof(fin), &sent);
-    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "FIN without a REQ is a protocol error");
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RDMA_ERR_PROTO, "FIN without a REQ is a protocol error");
     setup(16384, 4096, ZC_MODE_ZCOPY);
     rb_pipe_put_ctrl(&B.p, 9, fin, sizeof(fin), &sent);
-    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "unknown control frame is an error");
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RDMA_ERR_PROTO, "unknown control frame is an error");
     setup(16384, 4096, ZC_MODE_ZCOPY);
     rb_pipe_put_ctrl(&B.p, ZC_FRAME_PUSHED, fin, sizeof(fin), &sent);
-    is_int(zc_getv(&FA.z, NULL, 0, &nb), RB_ERR_PROTO, "PUSHED without a split is an error");
+    is_int(zc_getv(&FA.z, NULL, 0, &nb), RDMA_ERR_PROTO, "PUSHED without a split is an error");
 }
 
 int main(void)

@@ -1,0 +1,321 @@
+/*
+ * rdma_chan.c -- the channel's core over its links (rdma_chan.h).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "rdma_chan.h"
+
+static const char *const rdma_chan_keys[RDMA_XP_N] = { "shm", "ib" };
+
+void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
+                    const rdma_xport_ops_t * const ops[RDMA_XP_N], int rank, int size,
+                    const char *job, const rdma_chan_owner_t * owner)
+{
+    int k;
+
+    memset(ch, 0, sizeof(*ch));
+    ch->cfg = *cfg;
+    ch->rank = rank;
+    ch->size = size;
+    ch->job = job;
+    ch->owner = *owner;
+    for (k = 0; k < RDMA_XP_N; k++)
+        ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch };
+}
+
+rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node)
+{
+    rdma_transport_choice_t t = ch->cfg.transport;
+    int i;
+
+    for (i = 0; i < ch->size; i++) {
+        rdma_link_t *l = ch->owner.link_of(ch->owner.arg, i);
+        int local = node[i] == node[ch->rank];
+
+        if (i == ch->rank)
+            continue;
+        if (!local && t == RDMA_TRANSPORT_SHM)
+            return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "MPIR_CVAR_CH3_RDMA_"
+                            "TRANSPORT=shm but the job spans several nodes");
+        l->xc.ops = ch->xp[t == RDMA_TRANSPORT_VERBS || (!local && t != RDMA_TRANSPORT_SHM)
+                           ? RDMA_XP_VERBS : RDMA_XP_SHM].ops;
+        l->xc.peer = i;
+    }
+    return RDMA_OK;
+}
+
+/* --- events the transports report (rdma_xport_events_t) --------------- */
+
+static rdma_conn_t *rdma_chan_conn_of(void *arg, int rank)
+{
+    rdma_chan_xport_t *x = arg;
+    rdma_link_t *l;
+
+    if (rank < 0 || rank >= x->ch->size || rank == x->ch->rank)
+        return NULL;
+    l = x->ch->owner.link_of(x->ch->owner.arg, rank);
+    return l && l->xc.ops == x->ops ? &l->xc : NULL;
+}
+
+int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len)
+{
+    size_t klen = strlen(key), n;
+    const char *p, *end;
+
+    for (p = card; (p = strstr(p, key)) != NULL; p += klen)
+        if ((p == card || p[-1] == ';') && p[klen] == ':')
+            break;
+    if (p == NULL)
+        return -1;
+    p += klen + 1;
+    end = strchr(p, ';');
+    n = end ? (size_t) (end - p) : strlen(p);
+    if (n >= len)
+        return -1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Tokens are separated by ';': PMI-1 values cannot contain spaces. */
+static rdma_status_t rdma_chan_card_of(void *arg, int rank, char *buf, size_t len)
+{
+    rdma_chan_xport_t *x = arg;
+    char card[1024];
+
+    if (x->ch->owner.card_of(x->ch->owner.arg, rank, card, sizeof(card)) ||
+        rdma_chan_card_token(card, x->key, buf, len))
+        return RDMA_ERR_PEER;
+    return RDMA_OK;
+}
+
+static rdma_status_t rdma_chan_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
+{
+    rdma_chan_xport_t *x = arg;
+
+    return rdma_link_bind(c, &x->ch->cfg.link[x - x->ch->xp], mem);
+}
+
+static void rdma_chan_ready(void *arg, rdma_conn_t * c)
+{
+    rdma_chan_xport_t *x = arg;
+    char desc[256];
+
+    if (x->ch->cfg.verbose) {
+        c->ops->describe(c, desc, sizeof(desc));
+        fprintf(stderr, "[ch3:rdma] rank %d -> %d: %s\n", x->ch->rank, c->peer, desc);
+    }
+    x->ch->owner.ready(x->ch->owner.arg, rdma_link_of(c));
+}
+
+/* --- open, finalize --------------------------------------------------- */
+
+static void rdma_chan_params(const rdma_chan_t * ch, rdma_xport_params_t * prm)
+{
+    const rdma_chan_config_t *cfg = &ch->cfg;
+    const rb_config_t *ring = &cfg->link[RDMA_XP_SHM].ring;
+
+    memset(prm, 0, sizeof(*prm));
+    prm->rank = ch->rank;
+    prm->size = ch->size;
+    prm->job = ch->job;
+    prm->ring_size = ring->ring_size;   /* the same for both transports */
+    prm->chunk_size = ring->chunk_size;
+    prm->head_writes = ring->mode == RB_MODE_BASIC;
+    prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
+        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, NULL };
+    prm->device = cfg->device;
+    prm->port = cfg->port;
+    prm->gid_index = cfg->gid_index;
+    prm->inline_size = cfg->inline_size;
+    prm->force_completion = cfg->force_completion;
+    prm->timeout = cfg->timeout;
+    prm->rcache_max_bytes = cfg->rcache_max_bytes;
+    prm->rcache_max_entries = cfg->rcache_max_entries;
+}
+
+rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
+{
+    int needed[RDMA_XP_N] = { 0 }, i, k;
+    rdma_xport_params_t prm;
+    char frag[512];
+    size_t n = 0;
+    rdma_status_t st;
+
+    for (i = 0; i < ch->size; i++) {
+        const rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+        for (k = 0; l && k < RDMA_XP_N; k++)
+            needed[k] |= l->xc.ops == ch->xp[k].ops;
+    }
+    rdma_chan_params(ch, &prm);
+    snprintf(card, len, "none");
+    for (k = 0; k < RDMA_XP_N; k++) {
+        if (!needed[k])
+            continue;
+        prm.ev.arg = &ch->xp[k];
+        ch->msg[0] = '\0';
+        st = ch->xp[k].ops->open(&prm, &ch->xp[k].xp, frag, sizeof(frag), ch->msg,
+                                 sizeof(ch->msg));
+        if (st != RDMA_OK)
+            return st;
+        n += snprintf(card + n, n < len ? len - n : 0, "%s%s:%s", n ? ";" : "", ch->xp[k].key,
+                      frag);
+    }
+    for (i = 0; i < ch->size; i++) {
+        rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+        for (k = 0; l && k < RDMA_XP_N; k++)
+            if (l->xc.ops == ch->xp[k].ops)
+                l->xc.xport = ch->xp[k].xp;
+    }
+    return n < len ? RDMA_OK : rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL,
+                                        "business card longer than %zu bytes", len);
+}
+
+/* MPIR_CVAR_CH3_RDMA_VERBOSE at finalize: per link, which path large
+ * parts took, by size; per transport, its statistics. */
+static void rdma_chan_link_report(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    char line[1024];
+
+    if (ch->cfg.verbose && rdma_link_report(l, line, sizeof(line)) > 0)
+        fprintf(stderr, "[ch3:rdma] rank %d -> %d: %s\n", ch->rank, l->xc.peer, line);
+}
+
+static void rdma_chan_xport_report(const rdma_chan_t * ch, const rdma_chan_xport_t * x)
+{
+    char line[512];
+
+    if (ch->cfg.verbose && x->xp && x->ops->stats && x->ops->stats(x->xp, line, sizeof(line)) > 0)
+        fprintf(stderr, "[ch3:rdma] rank %d %s: %s\n", ch->rank, x->ops->name, line);
+}
+
+rdma_status_t rdma_chan_finalize(rdma_chan_t * ch)
+{
+    rdma_status_t st = RDMA_OK;
+    int i, k;
+
+    for (i = 0; i < ch->size; i++) {
+        rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+        if (!l)
+            continue;
+        rdma_chan_link_report(ch, l);
+        if (l->xc.xport && l->xc.state != RDMA_CONN_IDLE)
+            l->xc.ops->close(l->xc.xport, &l->xc);
+    }
+    for (k = 0; k < RDMA_XP_N; k++) {
+        rdma_chan_xport_report(ch, &ch->xp[k]);
+        if (ch->xp[k].xp && ch->xp[k].ops->finalize(ch->xp[k].xp) != RDMA_OK)
+            st = rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_XPORT,
+                          "%s transport finalization failed", ch->xp[k].ops->name);
+        ch->xp[k].xp = NULL;
+    }
+    return st;
+}
+
+/* --- connections, data ------------------------------------------------ */
+
+/* Why l FAILED (its own line), or what its transport last said. */
+static rdma_status_t rdma_chan_conn_error(rdma_chan_t * ch, const rdma_conn_t * c,
+                                          rdma_status_t st)
+{
+    const char *why = c->state == RDMA_CONN_FAILED && c->why[0] ? c->why : c->ops->error(c->xport);
+
+    return rdma_say(ch->msg, sizeof(ch->msg), st, "%s", why);
+}
+
+rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_conn_t *c = &l->xc;
+    rdma_status_t st;
+
+    if (c->state == RDMA_CONN_FAILED)
+        return rdma_chan_conn_error(ch, c, RDMA_ERR_PEER);
+    if (c->state != RDMA_CONN_IDLE)
+        return RDMA_OK;
+    st = c->ops->connect(c->xport, c);
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_conn_error(ch, c, st);
+}
+
+rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,
+                                 int n, size_t *nbytes)
+{
+    rdma_status_t st = rdma_chan_connect(ch, l);
+
+    *nbytes = 0;
+    if (st != RDMA_OK || l->xc.state != RDMA_CONN_READY)
+        return st;              /* shm connects at once, verbs later */
+    return rdma_chan_putv(ch, l, iov, n, nbytes);
+}
+
+rdma_status_t rdma_chan_fail(rdma_chan_t * ch, rdma_link_t * l, rdma_status_t st)
+{
+    if (st == RDMA_ERR_XPORT || l->xc.state == RDMA_CONN_FAILED)
+        return rdma_chan_conn_error(ch, &l->xc, st);
+    return rdma_say(ch->msg, sizeof(ch->msg), st, "pipe to rank %d: %s", l->xc.peer,
+                    rdma_status_str(st));
+}
+
+rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
+{
+    rdma_status_t st;
+    int i, k;
+
+    for (k = 0; k < RDMA_XP_N; k++) {
+        if (!ch->xp[k].xp)
+            continue;
+        st = ch->xp[k].ops->progress(ch->xp[k].xp);
+        if (st == RDMA_ERR_PEER) {
+            /* the peer may tear down its side once the close protocol is done */
+            for (i = 0; i < ch->size; i++) {
+                rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+                if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, i))
+                    return rdma_chan_conn_error(ch, &l->xc, st);
+            }
+        } else if (st != RDMA_OK) {
+            return rdma_say(ch->msg, sizeof(ch->msg), st, "%s",
+                            ch->xp[k].ops->error(ch->xp[k].xp));
+        }
+    }
+    return RDMA_OK;
+}
+
+/* --- waiting ---------------------------------------------------------- */
+
+int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
+{
+    if (cfg->poll_spins >= 0)
+        return cfg->poll_spins;
+    return local > cores ? 0 : 2000;
+}
+
+/* With shm peers the waiter is shm's futex, which verbs arrivals cannot
+ * wake: with both, the sleep is short.  Verbs alone: short sleeps for the
+ * first RDMA_BLOCK_SHORT sleeps (on Soft-RoCE a CQ-event wakeup measured
+ * slower than a 50 us sleep), then the CQ event, unless a flag-polled
+ * connection makes the waiter decline (no event per arrival: 500 us
+ * sleeps).  With several threads sharing the waiter a wakeup may be
+ * missed, so the sleep is bounded there too. */
+enum { RDMA_BLOCK_SHORT = 3000 };
+__attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us)
+{
+    int shm = ch->xp[RDMA_XP_SHM].xp != NULL, verbs = ch->xp[RDMA_XP_VERBS].xp != NULL;
+    int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
+    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp);
+
+    *us = armed && !(shm && verbs) ? (threaded ? 1000 : 20000) : over < RDMA_BLOCK_SHORT ? 50
+        : 500;
+    return armed ? k : -1;
+}
+
+__attribute__ ((cold)) void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep)
+{
+    struct timespec ts = { 0, us * 1000 };
+
+    if (k >= 0 && !sleep)
+        ch->xp[k].ops->wait_disarm(ch->xp[k].xp);
+    else if (k >= 0)
+        ch->xp[k].ops->wait(ch->xp[k].xp, us);
+    else if (sleep)
+        nanosleep(&ts, NULL);
+}

@@ -1,0 +1,122 @@
+/*
+ * rdma_chan: the channel's core -- the paper's five functions (seed 003
+ * sec. 2.2) over the links of one process, in plain C (no MPICH): which
+ * transport serves each peer, opening the transports and composing this
+ * process's business card, connecting on first use, put/get, polling,
+ * the blocking-wait decision and finalize.  rdma_channel.c is the thin
+ * CH3 glue around it (process group, VCs, MPICH errors); test/unit/t_chan.c
+ * drives it over the fake transport.
+ *
+ * The owner keeps one rdma_link_t per rank (for CH3: in the VC) and hands
+ * them out through link_of; it hears of a link becoming READY through
+ * ready().  Transports are passed in (ops[RDMA_XP_SHM], ops[RDMA_XP_VERBS])
+ * so that a test can put fakes in their place.
+ *
+ * Errors: rdma_status_t; the diagnosis of the failing call is in ch->msg
+ * (a connection's own in l->xc.why).
+ *
+ * Threading: none of its own; the owner serialises every call (today:
+ * MPICH's global critical section).
+ */
+#ifndef RDMA_CHAN_H_INCLUDED
+#define RDMA_CHAN_H_INCLUDED
+
+#include "rdma_config.h"
+
+typedef struct rdma_chan rdma_chan_t;
+
+/* One transport in use: its ops, its instance, the card key naming it
+ * and the protocol settings of its links (ev.arg of its events). */
+typedef struct rdma_chan_xport {
+    const rdma_xport_ops_t *ops;
+    rdma_xport_t *xp;           /* NULL: not opened (no peer needs it) */
+    const char *key;            /* "shm", "ib" */
+    rdma_chan_t *ch;
+} rdma_chan_xport_t;
+
+/* What the owner provides. */
+typedef struct rdma_chan_owner {
+    rdma_link_t *(*link_of) (void *arg, int rank);      /* NULL: no such peer */
+    /* rank's whole business card (";"-separated "<key>:<fragment>") */
+    int (*card_of) (void *arg, int rank, char *buf, size_t len);        /* 0 = ok */
+    void (*ready) (void *arg, rdma_link_t * l);
+    /* 1 while the owner still uses the link to rank (a failure matters) */
+    int (*in_use) (void *arg, int rank);
+    void *arg;
+} rdma_chan_owner_t;
+
+struct rdma_chan {
+    rdma_chan_config_t cfg;
+    int rank, size;
+    const char *job;
+    rdma_chan_xport_t xp[RDMA_XP_N];
+    rdma_chan_owner_t owner;
+    char msg[RDMA_MSG_LEN];     /* why the last call failed */
+};
+
+/* Set up ch (nothing opened yet); ops[k] serves transport k. */
+void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
+                    const rdma_xport_ops_t * const ops[RDMA_XP_N], int rank, int size,
+                    const char *job, const rdma_chan_owner_t * owner);
+
+/* Choose each peer's transport from node[rank] (its node id): shm on this
+ * node, verbs to the others, unless cfg.transport says otherwise. */
+rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node);
+
+/* Open the transports some peer needs; card = this process's business
+ * card ("none" if no transport was opened). */
+rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
+
+/* Close every link and finalize the transports (verbose: reports first). */
+rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
+
+/* Start connecting l (a no-op once connecting or READY). */
+rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);
+
+/* Progress every transport; a peer failure is an error only while the
+ * owner still uses that link (owner.in_use). */
+rdma_status_t rdma_chan_poll(rdma_chan_t * ch);
+
+/* Out of line: connect first, or say why a put/get failed. */
+rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,
+                                 int n, size_t *nbytes);
+rdma_status_t rdma_chan_fail(rdma_chan_t * ch, rdma_link_t * l, rdma_status_t st);
+
+/* Put up to the iov total into l's pipe; *nbytes = bytes accepted (0 while
+ * connecting, while the ring is full or the peer still pulls: zc.h). */
+static inline rdma_status_t rdma_chan_putv(rdma_chan_t * ch, rdma_link_t * l,
+                                           const struct iovec *iov, int n, size_t *nbytes)
+{
+    rdma_status_t st;
+
+    if (l->xc.state != RDMA_CONN_READY)
+        return rdma_chan_put_slow(ch, l, iov, n, nbytes);
+    st = rdma_link_putv(l, iov, n, nbytes);
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* Read what l's peer has put into the iov; *nbytes may be 0. */
+static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
+                                           const struct iovec *iov, int n, size_t *nbytes)
+{
+    rdma_status_t st = rdma_link_getv(l, iov, n, nbytes);
+
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* Blocking wait, step 1 (after `over` idle polls past the spin phase):
+ * arm the transport that can wake us and say how long to sleep; returns
+ * the armed transport's index or -1 (then just sleep *us). */
+int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us);
+/* Step 2: sleep in transport k (-1: nanosleep) for up to us, or, when the
+ * last poll moved something, disarm k instead (sleep = 0). */
+void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep);
+
+/* Idle polls before blocking: cfg.poll_spins, or none when `local` ranks
+ * share `cores` cores (oversubscribed), else 2000. */
+int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores);
+
+/* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
+int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len);
+
+#endif /* RDMA_CHAN_H_INCLUDED */

@@ -1,0 +1,289 @@
+/*
+ * t_chan: the channel core (rdma_chan.c) without MPICH, over the
+ * in-process fake transport (fake_xport for "shm", fake_xport2 for
+ * "verbs"): which transport serves which peer, the business card,
+ * connecting on first use, data both ways with writes that land in two
+ * parts or late, a dead peer that matters only while in use, one
+ * diagnosis per connection, a pipe protocol error named by rank, the
+ * blocking-wait decision and finalize.  Up to three ranks live in this
+ * process as three rdma_chan_t.
+ */
+#include "fake_xport.h"
+#include "rdma_chan.h"
+#include "tap.h"
+
+enum { NR = 3, RING = 1 << 16 };
+
+typedef struct rank {
+    rdma_chan_t ch;
+    rdma_link_t link[NR];
+    char card[256];
+    int ready[NR], in_use[NR];
+} rank_t;
+
+static rank_t R[NR];
+static int nranks;
+
+static rdma_link_t *t_link_of(void *arg, int rank)
+{
+    return rank >= 0 && rank < nranks ? &((rank_t *) arg)->link[rank] : NULL;
+}
+
+static int t_card_of(void *arg, int rank, char *buf, size_t len)
+{
+    (void) arg;
+    return snprintf(buf, len, "%s", R[rank].card) >= (int) len;
+}
+
+static void t_ready(void *arg, rdma_link_t * l)
+{
+    ((rank_t *) arg)->ready[l->xc.peer]++;
+}
+
+static int t_in_use(void *arg, int rank)
+{
+    return ((rank_t *) arg)->in_use[rank];
+}
+
+static rdma_chan_config_t t_config(rdma_transport_choice_t t)
+{
+    rdma_chan_config_t cfg;
+    int k;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.transport = t;
+    cfg.poll_spins = -1;
+    for (k = 0; k < RDMA_XP_N; k++) {
+        cfg.link[k].ring = (rb_config_t) { RING, 256, 4096, RING / 4, RB_MODE_PIGGYBACK, 0, 0, 0,
+            0
+        };
+        cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
+    }
+    return cfg;
+}
+
+/* n ranks on the nodes given; every rank assigned and opened. */
+static int world_open(int n, const int *node, rdma_transport_choice_t t)
+{
+    static const rdma_xport_ops_t *const ops[RDMA_XP_N] = { &fake_xport, &fake_xport2 };
+    rdma_chan_config_t cfg = t_config(t);
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_in_use, NULL };
+    int r, i;
+
+    memset(R, 0, sizeof(R));
+    memset(&fake_faults, 0, sizeof(fake_faults));
+    nranks = n;
+    for (r = 0; r < n; r++) {
+        own.arg = &R[r];
+        for (i = 0; i < n; i++)
+            R[r].in_use[i] = 1;
+        rdma_chan_init(&R[r].ch, &cfg, ops, r, n, "t_chan", &own);
+        if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK ||
+            rdma_chan_open(&R[r].ch, R[r].card, sizeof(R[r].card)) != RDMA_OK) {
+            diag("rank %d: %s", r, R[r].ch.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void world_close(void)
+{
+    int r;
+
+    for (r = 0; r < nranks; r++)
+        rdma_chan_finalize(&R[r].ch);
+    nranks = 0;
+}
+
+static int world_poll(void)
+{
+    int r;
+
+    for (r = 0; r < nranks; r++)
+        if (rdma_chan_poll(&R[r].ch) != RDMA_OK)
+            return -1;
+    return 0;
+}
+
+static void test_assign(void)
+{
+    static const int one_node[NR] = { 0, 0, 0 }, split[NR] = { 0, 0, 1 };
+
+    ok(world_open(3, split, RDMA_TRANSPORT_AUTO) == 0
+       && R[0].link[1].xc.ops == &fake_xport && R[0].link[2].xc.ops == &fake_xport2
+       && R[2].link[0].xc.ops == &fake_xport2, "auto: shm on the node, verbs to the other node");
+    ok(!strcmp(R[0].card, "shm:fake0.0;ib:fake1.0") && !strcmp(R[2].card, "ib:fake1.2"),
+       "card names the transports opened: %s | %s", R[0].card, R[2].card);
+    ok(R[2].ch.xp[RDMA_XP_SHM].xp == NULL, "a transport no peer needs is not opened");
+    world_close();
+    ok(world_open(3, one_node, RDMA_TRANSPORT_VERBS) == 0
+       && R[0].link[1].xc.ops == &fake_xport2 && !strcmp(R[1].card, "ib:fake1.1"),
+       "TRANSPORT=verbs: verbs on the node too");
+    world_close();
+    ok(world_open(3, split, RDMA_TRANSPORT_SHM) == -1
+       && strstr(R[0].ch.msg, "MPIR_CVAR_CH3_RDMA_TRANSPORT=shm") != NULL,
+       "TRANSPORT=shm across nodes refused: %s", R[0].ch.msg);
+    world_close();
+    ok(world_open(1, one_node, RDMA_TRANSPORT_AUTO) == 0 && !strcmp(R[0].card, "none"),
+       "a single process opens nothing: card %s", R[0].card);
+    world_close();
+}
+
+static void test_card_token(void)
+{
+    char b[32];
+
+    ok(rdma_chan_card_token("shm:a.1;ib:b.2", "ib", b, sizeof(b)) == 0 && !strcmp(b, "b.2"),
+       "card token found after ';'");
+    ok(rdma_chan_card_token("shmx:a;xib:c", "ib", b, sizeof(b)) == -1,
+       "a key inside another key is not a match");
+    ok(rdma_chan_card_token("ib:0123456789", "ib", b, 4) == -1, "a token too long is refused");
+}
+
+/* Put msg from a to b on first use, then read it at b, polling all. */
+static int send_recv(int a, int b, const char *msg, char *got, size_t len)
+{
+    struct iovec in = { got, len }, out = { (void *) msg, len };
+    size_t sent = 0, rcvd = 0, nb;
+    int i;
+
+    for (i = 0; i < 100000 && rcvd < len; i++) {
+        if (sent < len) {
+            if (rdma_chan_putv(&R[a].ch, &R[a].link[b], &out, 1, &nb) != RDMA_OK)
+                return -1;
+            sent += nb;
+            out.iov_base = (char *) out.iov_base + nb;
+            out.iov_len -= nb;
+        }
+        if (world_poll())
+            return -1;
+        if (R[b].link[a].xc.state != RDMA_CONN_READY)
+            continue;
+        if (rdma_chan_getv(&R[b].ch, &R[b].link[a], &in, 1, &nb) != RDMA_OK)
+            return -1;
+        rcvd += nb;
+        in.iov_base = (char *) in.iov_base + nb;
+        in.iov_len -= nb;
+    }
+    return rcvd == len ? 0 : -1;
+}
+
+static void test_data(void)
+{
+    static const int node[NR] = { 0, 0, 1 };
+    static char big[200000], got[200000];
+    char m[64];
+    size_t i, nb;
+    struct iovec iov = { m, 8 };
+
+    for (i = 0; i < sizeof(big); i++)
+        big[i] = (char) (i * 131 + (i >> 9));
+    if (world_open(3, node, RDMA_TRANSPORT_AUTO)) {
+        ok(0, "open");
+        return;
+    }
+    ok(rdma_chan_putv(&R[0].ch, &R[0].link[1], &iov, 1, &nb) == RDMA_OK && nb == 0
+       && R[0].link[1].xc.state == RDMA_CONN_CONNECTING, "first put connects, moves nothing yet");
+    ok(send_recv(0, 1, "hello over fake shm", m, 20) == 0 && !strcmp(m, "hello over fake shm")
+       && R[0].ready[1] == 1 && R[1].ready[0] == 1, "connect on first use; ready once per side");
+    ok(send_recv(2, 0, big, got, sizeof(big)) == 0 && !memcmp(big, got, sizeof(big)),
+       "200000 bytes over the other transport (rendezvous)");
+    fake_faults.split_writes = 1;
+    ok(send_recv(1, 0, big, got, 50000) == 0 && !memcmp(big, got, 50000),
+       "writes landing in two parts: flag polling waits for the rest");
+    fake_faults.split_writes = 0;
+    world_close();
+}
+
+static void test_failures(void)
+{
+    static const int node[NR] = { 0, 0, 0 };
+    char m[8];
+    rdma_status_t st;
+
+    if (world_open(3, node, RDMA_TRANSPORT_AUTO) || send_recv(0, 1, "a", m, 2)
+        || send_recv(0, 2, "b", m, 2)) {
+        ok(0, "set up");
+        return;
+    }
+    R[0].in_use[1] = 0;
+    fake_faults.kill_peer = 2;  /* rank 1 */
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_FAILED,
+       "a dead peer no longer in use is no error");
+    fake_faults.kill_peer = 3;  /* rank 2 */
+    st = rdma_chan_poll(&R[0].ch);
+    ok(st == RDMA_ERR_PEER && strstr(R[0].ch.msg, "rank 2 died") != NULL,
+       "a dead peer in use is an error naming it: %s", R[0].ch.msg);
+    ok(strstr(R[0].link[1].xc.why, "rank 1") && strstr(R[0].link[2].xc.why, "rank 2"),
+       "each connection keeps its own diagnosis");
+    st = rdma_chan_connect(&R[0].ch, &R[0].link[1]);
+    ok(st == RDMA_ERR_PEER && strstr(R[0].ch.msg, "rank 1") != NULL,
+       "reusing a failed connection says why it failed: %s", R[0].ch.msg);
+    fake_faults.kill_peer = 0;
+    world_close();
+}
+
+static void test_proto_error(void)
+{
+    static const int node[NR] = { 0, 0, 0 };
+    char m[8];
+    size_t nb;
+    struct iovec iov = { m, sizeof(m) };
+    rdma_status_t st;
+    uint64_t *flag;
+
+    if (world_open(2, node, RDMA_TRANSPORT_AUTO) || send_recv(0, 1, "x", m, 2)) {
+        ok(0, "set up");
+        return;
+    }
+    /* the next frame's flag at rank 1: the expected seq, an invalid kind */
+    flag = (uint64_t *) (void *) ((char *) R[1].link[0].pipe.rx.ring +
+                                  (R[1].link[0].pipe.rx.tail & (RING - 1)));
+    *flag = (uint64_t) R[1].link[0].pipe.rx.seq << 32 | 3;
+    st = rdma_chan_getv(&R[1].ch, &R[1].link[0], &iov, 1, &nb);
+    ok(st == RDMA_ERR_PROTO && strstr(R[1].ch.msg, "pipe to rank 0") != NULL,
+       "a corrupt frame is a protocol error naming the peer: %s", R[1].ch.msg);
+    world_close();
+}
+
+static void test_wait(void)
+{
+    static const int same[NR] = { 0, 0, 0 }, split[NR] = { 0, 0, 1 }, apart[NR] = { 0, 1, 2 };
+    long us;
+    int k;
+
+    world_open(2, same, RDMA_TRANSPORT_AUTO);
+    k = rdma_chan_wait_arm(&R[0].ch, 0, 0, &us);
+    ok(k == RDMA_XP_SHM && us == 20000, "shm only: shm's waiter, 20 ms (%d, %ld)", k, us);
+    rdma_chan_wait(&R[0].ch, k, us, 0);
+    ok(R[0].ch.xp[RDMA_XP_SHM].xp->waits[2] == 1, "something moved: disarmed, no sleep");
+    k = rdma_chan_wait_arm(&R[0].ch, 0, 1, &us);
+    ok(k == RDMA_XP_SHM && us == 1000, "threaded: the sleep is bounded (1 ms)");
+    rdma_chan_wait(&R[0].ch, k, us, 1);
+    ok(R[0].ch.xp[RDMA_XP_SHM].xp->waits[1] == 1, "nothing moved: sleeps in the waiter");
+    world_close();
+    world_open(3, split, RDMA_TRANSPORT_AUTO);
+    k = rdma_chan_wait_arm(&R[0].ch, 5000, 0, &us);
+    ok(k == RDMA_XP_SHM && us == 500, "shm and verbs: shm's waiter, short sleeps (%ld us)", us);
+    world_close();
+    world_open(3, apart, RDMA_TRANSPORT_AUTO);
+    k = rdma_chan_wait_arm(&R[0].ch, 10, 0, &us);
+    ok(k == -1 && us == 50, "verbs only, just idle: 50 us naps (%d, %ld)", k, us);
+    k = rdma_chan_wait_arm(&R[0].ch, 3000, 0, &us);
+    ok(k == RDMA_XP_VERBS && us == 20000, "verbs only, idle long: the CQ event (%d)", k);
+    world_close();
+    ok(rdma_chan_spins(&R[0].ch.cfg, 3, 2) == 0 && rdma_chan_spins(&R[0].ch.cfg, 2, 2) == 2000,
+       "no spinning when oversubscribed");
+}
+
+int main(void)
+{
+    test_assign();
+    test_card_token();
+    test_data();
+    test_failures();
+    test_proto_error();
+    test_wait();
+    return done_testing();
+}

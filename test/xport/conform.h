@@ -1,0 +1,103 @@
+/*
+ * conform: the transport-conformance harness (rdma_xport.h contract), one
+ * for every transport: t_xport_shm runs it natively against
+ * rdma_xport_shm, t_xport_verbs against rdma_xport_verbs on a real verbs
+ * device (rxe0 in the Soft-RoCE VM).
+ *
+ * The driver (the test process) never touches the transport: every
+ * scenario runs in forked "ranks" that open the transport, send their card
+ * to the driver over a socketpair (standing in for PMI), get everybody's
+ * cards back, connect and stream through their links (rdma_link.h: pipe
+ * and rendezvous over the transport's events).  Ranks report "D text"
+ * diagnostics, "K t" (about to be killed at CLOCK_MONOTONIC t), "P t text"
+ * (peer failure seen at t), "M mode" and "B" (barrier) lines; their exit
+ * status is the verdict.  Latencies are reported, never asserted.
+ *
+ * What every transport must do: connect one way (the peer accepts in
+ * progress()) or both ways at once, announce READY exactly once per peer,
+ * carry random-size streams both ways at once through a small ring
+ * (wraparound, full rings) with every byte verified, in both pipe modes,
+ * with superpipeline groups, a ping-pong, and a blocking receiver that
+ * sleeps in wait() without losing a wakeup.  A transport adds its own
+ * scenarios (peer death, zero-copy rights...) through conform_xport_t.
+ */
+#ifndef CONFORM_H_INCLUDED
+#define CONFORM_H_INCLUDED
+
+#include <stddef.h>
+#include "rdma_link.h"
+
+#define CONFORM_MAXP 4
+#define CONFORM_CARD_LEN 256
+
+typedef struct scen {
+    int nprocs;
+    int all_connect;            /* every rank connects to every other at once */
+    rb_mode_t mode;
+    int force_completion;
+    int super;                  /* superpipeline groups: C0 2 KiB, q 2, 1 KiB frames */
+    int unsafe_in_order;        /* CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER */
+    size_t inline_size;
+    size_t ring;                /* ring bytes (default 64 KiB) */
+    size_t stream;              /* bytes per direction per pair */
+    int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
+    int block;                  /* ping-pong receivers sleep in wait() */
+    int kill_rank;              /* this rank SIGKILLs itself mid-stream */
+    int silent_rank;            /* this rank never calls progress */
+    int late_rank;              /* this rank sleeps 1.5 s before progressing */
+    int ext;                    /* the transport's own scenario (hook), 0: none */
+    int ext_fails;              /* ... in which connections fail (no streams) */
+    double timeout;
+} scen_t;
+
+typedef struct node {
+    int rank, fd;
+    const scen_t *sc;
+    char cards[CONFORM_MAXP][CONFORM_CARD_LEN];
+    rdma_link_t conns[CONFORM_MAXP];
+    rdma_link_config_t link;
+    int nready, ready_calls[CONFORM_MAXP];
+    rdma_xport_t *xp;
+    unsigned seed;
+    void *ext[4];               /* the hook's state */
+} node_t;
+
+/* Where a rank calls the transport's hook. */
+enum { CONFORM_CARDS, CONFORM_DATA, CONFORM_DONE };
+
+typedef struct conform_case {
+    const char *id, *desc;
+    scen_t sc;                  /* zero fields: conform_defaults */
+    const char *want;           /* expected peer failure, or NULL */
+} conform_case_t;
+
+typedef struct conform_xport {
+    const rdma_xport_ops_t *ops;
+    const char *job;            /* names the transport's shared objects */
+    const char *device;         /* verbs: NULL = first active port */
+    /* the transport's scenarios (sc->ext) at each phase; NULL: none */
+    void (*hook)(node_t * nd, int phase);
+} conform_xport_t;
+
+extern const conform_xport_t *conform_t;
+extern const conform_case_t conform_cases[];    /* what every transport passes */
+extern const size_t conform_ncases;
+
+double conform_now(void);
+void conform_say(node_t * nd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One progress call; 1 on the peer failure the scenario expects. */
+int conform_progress(node_t * nd);
+void conform_barrier(node_t * nd);
+/* Byte i of the stream from rank s to rank d. */
+unsigned char conform_gen(int s, int d, size_t i);
+scen_t conform_defaults(const scen_t * in);
+void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm);
+/* Set up nd as rank of sc and open conform_t's transport (card: its
+ * CONFORM_CARD_LEN-byte business card). */
+rdma_status_t conform_open(node_t * nd, const scen_t * sc, int rank, char *card, char *err,
+                           size_t errlen);
+
+/* Run the cases (ids listed in only, NULL: all) against conform_t. */
+void conform_run(const conform_case_t * cases, size_t n, const char *only);
+
+#endif /* CONFORM_H_INCLUDED */
