@@ -17,6 +17,7 @@ noinst_HEADERS += \
     $(rdma_dir)/src/rdma_chan.h \
     $(rdma_dir)/src/rdma_config.h \
     $(rdma_dir)/src/rdma_verbs.h \
+    $(rdma_dir)/src/rdma_thread.h \
     $(rdma_dir)/ringbuf/rb_pipe.h \
     $(rdma_dir)/zcopy/zc.h \
     $(rdma_dir)/zcopy/rcache.h \
@@ -28,12 +29,14 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3_progress.c \
     $(rdma_dir)/src/rdma_channel.c \
     $(rdma_dir)/src/rdma_chan.c \
+    $(rdma_dir)/src/rdma_thread.c \
     $(rdma_dir)/src/rdma_cvars.c \
     $(rdma_dir)/src/rdma_link.c \
     $(rdma_dir)/src/rdma_xport_shm.c \
     $(rdma_dir)/src/rdma_xport_verbs.c \
     $(rdma_dir)/src/rdma_verbs_dev.c \
     $(rdma_dir)/src/rdma_verbs_cm.c \
+    $(rdma_dir)/src/rdma_verbs_conn.c \
     $(rdma_dir)/src/rdma_verbs_data.c \
     $(rdma_dir)/src/rdma_verbs_reg.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \

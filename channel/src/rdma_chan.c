@@ -20,6 +20,7 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
     ch->size = size;
     ch->job = job;
     ch->owner = *owner;
+    rdma_thread_init(&ch->thread);
     for (k = 0; k < RDMA_XP_N; k++)
         ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch };
 }
@@ -135,6 +136,21 @@ static void rdma_chan_params(const rdma_chan_t * ch, rdma_xport_params_t * prm)
     prm->rcache_max_entries = cfg->rcache_max_entries;
 }
 
+/* The links know their transport instance before the thread may look
+ * them up (conn_of). */
+static rdma_status_t rdma_chan_thread_start(rdma_chan_t * ch)
+{
+    rdma_thread_src_t src;
+    int k;
+
+    for (k = 0; k < RDMA_XP_N; k++)
+        if (rdma_xport_bg_src(ch->xp[k].ops, ch->xp[k].xp, &src)
+            && rdma_thread_add(&ch->thread, &src) != RDMA_OK)
+            return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "%s: too many sources "
+                            "for the channel thread", ch->xp[k].ops->name);
+    return rdma_thread_start(&ch->thread, ch->msg, sizeof(ch->msg));
+}
+
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
 {
     int needed[RDMA_XP_N] = { 0 }, i, k;
@@ -168,8 +184,10 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
             if (l->xc.ops == ch->xp[k].ops)
                 l->xc.xport = ch->xp[k].xp;
     }
-    return n < len ? RDMA_OK : rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL,
-                                        "business card longer than %zu bytes", len);
+    if (n >= len)
+        return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "business card longer than "
+                        "%zu bytes", len);
+    return rdma_chan_thread_start(ch);
 }
 
 /* MPIR_CVAR_CH3_RDMA_VERBOSE at finalize: per link, which path large
@@ -195,6 +213,7 @@ rdma_status_t rdma_chan_finalize(rdma_chan_t * ch)
     rdma_status_t st = RDMA_OK;
     int i, k;
 
+    rdma_thread_stop(&ch->thread);
     for (i = 0; i < ch->size; i++) {
         rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
         if (!l)

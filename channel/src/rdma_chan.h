@@ -15,8 +15,11 @@
  * Errors: rdma_status_t; the diagnosis of the failing call is in ch->msg
  * (a connection's own in l->xc.why).
  *
- * Threading: none of its own; the owner serialises every call (today:
- * MPICH's global critical section).
+ * Threading: the owner serialises every call (today: MPICH's global
+ * critical section).  rdma_chan_open starts the channel thread
+ * (rdma_thread.h) when a transport has background work (bg_fds);
+ * rdma_chan_finalize stops it before the transports go.  The thread runs
+ * only the transports' bg_run, under their own locks.
  */
 #ifndef RDMA_CHAN_H_INCLUDED
 #define RDMA_CHAN_H_INCLUDED
@@ -51,6 +54,7 @@ struct rdma_chan {
     const char *job;
     rdma_chan_xport_t xp[RDMA_XP_N];
     rdma_chan_owner_t owner;
+    rdma_thread_t thread;       /* the channel thread (owner only) */
     char msg[RDMA_MSG_LEN];     /* why the last call failed */
 };
 
@@ -63,11 +67,13 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
  * node, verbs to the others, unless cfg.transport says otherwise. */
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node);
 
-/* Open the transports some peer needs; card = this process's business
- * card ("none" if no transport was opened). */
+/* Open the transports some peer needs and start the channel thread if
+ * one has background work; card = this process's business card ("none"
+ * if no transport was opened). */
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
 
-/* Close every link and finalize the transports (verbose: reports first). */
+/* Stop the channel thread, close every link and finalize the transports
+ * (verbose: reports first). */
 rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
 
 /* Start connecting l (a no-op once connecting or READY). */

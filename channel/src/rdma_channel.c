@@ -211,9 +211,9 @@ __attribute__ ((cold)) int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progr
     return MPI_SUCCESS;
 }
 
-/* CH3's close protocol is done: stop polling vc.  The transport keeps the
- * connection's memory until finalize so late credit writes from the peer
- * still land somewhere valid. */
+/* CH3's close protocol is done: stop polling vc and quiesce its link (the
+ * peer may exit now).  The transport keeps the connection's memory until
+ * finalize so late credit writes from the peer still land somewhere valid. */
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc)
 {
     MPIDI_VC_t **pp;
@@ -225,7 +225,7 @@ int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc)
         }
     }
     vc->ch.on_ready_list = 0;
-    rdma_link_flush(&vc->ch.conn);
+    rdma_link_quiesce(&vc->ch.conn);
     return MPI_SUCCESS;
 }
 

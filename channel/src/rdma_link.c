@@ -35,9 +35,12 @@ int rdma_link_busy(const rdma_link_t * l)
     return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
 }
 
-rdma_status_t rdma_link_flush(rdma_link_t * l)
+void rdma_link_quiesce(rdma_link_t * l)
 {
-    return l->xc.state == RDMA_CONN_READY ? rb_pipe_flush_credit(&l->pipe) : RDMA_OK;
+    if (l->xc.state != RDMA_CONN_READY)
+        return;
+    (void) rb_pipe_flush_credit(&l->pipe);      /* the peer may be gone: no error */
+    l->xc.ops->quiesce(l->xc.xport, &l->xc);
 }
 
 int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)

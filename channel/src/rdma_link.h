@@ -64,8 +64,10 @@ static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *
  * FIN or PUSHED still owed): it must not be torn down yet. */
 int rdma_link_busy(const rdma_link_t * l);
 
-/* Publish the receive tail now (before the link goes quiet). */
-rdma_status_t rdma_link_flush(rdma_link_t * l);
+/* The close handshake on l is done: publish the receive tail, then let the
+ * transport stop watching the connection (quiesce: the peer may exit now;
+ * nothing that fails on it from here on is an error). */
+void rdma_link_quiesce(rdma_link_t * l);
 
 /* One line: which path large parts took (by size), ring frames and
  * writes; 0 (nothing written) if no large part moved. */

@@ -4,13 +4,15 @@
  *   rdma_xport_verbs.c  the rdma_xport_ops_t: open, connect, close,
  *                       finalize, describe
  *   rdma_verbs_dev.c    device, port and GID selection, memory, fork
- *   rdma_verbs_cm.c     connection manager (UD) and the RC QP state machine
+ *   rdma_verbs_cm.c     connection manager (UD), run by the channel thread
+ *   rdma_verbs_conn.c   connection objects and the RC QP state machine
  *   rdma_verbs_data.c   data path: writes, completions, progress, waiting
  *   rdma_verbs_reg.c    registration caches and zero-copy RDMA reads
  *
- * Objects.  One device context, PD and CQ per process.  The CQ serves every
- * RC QP and the connection-management (CM) UD QP; its event channel wakes
- * blocking waits (rdma_verbs_wait_arm).  Per connection:
+ * Objects.  One device context and PD per process.  Two CQs: the data CQ
+ * (every RC QP; its event channel wakes blocking waits, rdma_verbs_wait_arm)
+ * and the CM CQ (the connection manager's UD QP; its event channel wakes
+ * the channel thread).  Per connection:
  *   ring   ring_size bytes; the peer RDMA-writes frames into it
  *          (LOCAL_WRITE | REMOTE_WRITE, never RELAXED_ORDERING: see
  *          rdma_verbs_data.c)
@@ -23,10 +25,24 @@
  * Stale completions.  wr_id = (generation << 32) | slot: completions of a
  * closed connection still in the CQ are recognised and dropped.
  *
- * Threading: none of its own.  The owner serialises every call on one
- * xport (rdma_xport.h), so no field here has a lock or an atomic; the
- * fields the peer writes by RDMA (ring, ctl words) are read by the pipe,
- * never here.  Hot paths (write, credit, head, progress) neither allocate nor print.
+ * Threads.  Two run here: the owner's ("main": every op of rdma_xport_ops_t
+ * but bg_run, serialised by the owner) and the channel thread (bg_run: the
+ * CM).  The CM answers peers and brings QPs to RTS while main computes;
+ * main adopts what the CM finished (binds the pipe, reports READY or
+ * FAILED).  The rules, beside each field below:
+ *   [cm]    guarded by xp->cm_lock (both threads take it);
+ *   [main]  main only, no lock;
+ *   [fixed] written before the thread starts or before the connection is
+ *           published, read-only after;
+ *   [adopt] written under cm_lock until main adopts the connection, then
+ *           [main] (the lock handoff orders the two).
+ * Lock order: cm_lock is the only lock here; the provider's own locks
+ * (verbs are thread-safe: the CM may create QPs and resize the data CQ
+ * while main polls it) are below it.  The CM never calls the owner's
+ * events but conn_of (a pure lookup); bind, ready, landed run on main.
+ * The fields the peer writes by RDMA (ring, ctl words) are read by the
+ * pipe, never here.  Hot paths (write, credit, head, progress) take no
+ * lock, neither allocate nor print.
  */
 #ifndef RDMA_VERBS_H_INCLUDED
 #define RDMA_VERBS_H_INCLUDED
@@ -44,6 +60,8 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
+#include <pthread.h>
 #include <infiniband/verbs.h>
 
 #include "rdma_xport.h"
@@ -59,6 +77,7 @@ enum {
     RDMA_VERBS_UD_NSEND = 32,
     RDMA_VERBS_UD_SLOT = 256,   /* GRH (40) + message */
     RDMA_VERBS_GRH = 40,
+    RDMA_VERBS_HOST = 64,       /* host name in cards and CM messages */
     RDMA_VERBS_MAGIC = 0x63683372,
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
@@ -71,7 +90,8 @@ enum {
     RDMA_VERBS_RETRY_CNT = 6,
     RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
     RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
-    RDMA_VERBS_REG_WINDOW = 64 << 20    /* receive registration window */
+    RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
+    RDMA_VERBS_DRAIN_S = 2      /* close(): all connections' last writes, at most */
 };
 
 /* rdma_verbs_post_write flags */
@@ -90,7 +110,9 @@ typedef enum {
     RDMA_VERBS_CM_DEAD
 } rdma_verbs_cm_t;
 
-/* CM message; both ends share byte order (homogeneous jobs) */
+/* CM message; both ends share byte order (homogeneous jobs).  A REQ also
+ * carries the sender's address, so the responder (the channel thread)
+ * needs no PMI lookup. */
 typedef struct rdma_verbs_msg {
     uint32_t magic;
     uint8_t type, in_order, rd_atomic, basic;
@@ -101,7 +123,24 @@ typedef struct rdma_verbs_msg {
     uint64_t ring_addr, ctl_addr;
     uint32_t ring_rkey, ctl_rkey;
     uint64_t ring_size, chunk_size;
+    uint8_t gid[16];            /* sender's GID, LID, CM QP, QKEY, auth */
+    uint32_t udqpn, qkey;
+    uint16_t lid;
+    uint8_t mtu, pad[5];        /* sender's port MTU (enum ibv_mtu) */
+    uint64_t src_auth;
+    char host[RDMA_VERBS_HOST];
 } rdma_verbs_msg_t;
+_Static_assert(RDMA_VERBS_GRH + sizeof(rdma_verbs_msg_t) <= RDMA_VERBS_UD_SLOT,
+               "a CM message must fit a UD receive slot");
+
+/* What we know of a peer before its QP exists: from its card or REQ. */
+typedef struct rdma_verbs_peer {
+    uint8_t gid[16];
+    uint16_t lid;
+    uint32_t udqpn, qkey;
+    uint64_t auth;
+    char host[RDMA_VERBS_HOST];
+} rdma_verbs_peer_t;
 
 /* Words the peer writes (head, tail) and our registered write sources */
 typedef struct rdma_verbs_ctl {
@@ -125,25 +164,33 @@ typedef struct rdma_verbs_rc {
 } rdma_verbs_rc_t;
 
 typedef struct rdma_verbs_conn {
-    rdma_conn_t *c;
-    rdma_xport_t *xp;
-    uint64_t token;             /* wr_id: generation << 32 | slot */
-    rdma_verbs_cm_t cm;
-    int initiator, rtu_implied;
-    struct ibv_qp *qp;
-    struct ibv_ah *ah;          /* the peer's CM QP */
-    struct ibv_ah_attr path;    /* RC path to the peer */
-    uint32_t peer_udqpn, peer_qkey, psn;
-    uint64_t peer_auth;         /* the peer's CM secret, from its card */
-    rdma_verbs_mem_t ring, stage, ctl;
-    rdma_verbs_msg_t remote;    /* the peer's REQ or REP */
-    int completion, in_order_local, max_rd_atomic;
-    uint32_t max_inline;
-    uint32_t sq_depth, sq_free, unsig, rq_depth;
-    int cq_share;               /* CQ entries reserved for this connection */
+    rdma_conn_t *c;             /* [fixed] */
+    rdma_xport_t *xp;           /* [fixed] */
+    uint64_t token;             /* [fixed] wr_id: generation << 32 | slot */
+    rdma_verbs_cm_t cm;         /* [adopt]; main writes DEAD under cm_lock */
+    int initiator;              /* [cm] */
+    int adopted;                /* [main] bound and reported */
+    unsigned early;             /* [main] frames landed before adoption */
+    struct rdma_verbs_conn *next_adopt; /* [cm] xp->adopt list */
+    struct ibv_qp *qp;          /* [fixed] */
+    struct ibv_ah *ah;          /* [fixed] the peer's CM QP */
+    struct ibv_ah_attr path;    /* [fixed] RC path to the peer */
+    uint32_t peer_udqpn, peer_qkey, psn;        /* [fixed] */
+    uint64_t peer_auth;         /* [fixed] the peer's CM secret */
+    char host[RDMA_VERBS_HOST]; /* [fixed] the peer's host name */
+    rdma_verbs_mem_t ring, stage, ctl;  /* [fixed] */
+    rdma_verbs_msg_t remote;    /* [adopt] the peer's REQ or REP */
+    enum ibv_mtu mtu;           /* [adopt] min(ours, the peer's) */
+    int completion, in_order_local, max_rd_atomic;      /* [adopt] */
+    uint32_t max_inline;        /* [fixed] */
+    uint32_t sq_depth, rq_depth;        /* [fixed] */
+    int cq_share;               /* [cm] CQ entries reserved for this connection */
+    double t_retx, t_deadline, backoff; /* [cm] */
+    /* [main] from here on */
+    uint32_t sq_free, unsig;
     uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal */
     uint64_t last_credit;
-    double t_retx, t_deadline, backoff;
+    char why[RDMA_MSG_LEN];     /* [adopt] why it is DEAD */
     struct {
         uint32_t len;
         rcache_region_t *reg;   /* destination, released at completion */
@@ -152,38 +199,53 @@ typedef struct rdma_verbs_conn {
 } rdma_verbs_conn_t;
 
 struct rdma_xport {
-    rdma_xport_params_t prm;
-    char err[RDMA_MSG_LEN];
-    struct ibv_context *ctx;
-    struct ibv_pd *pd;
-    struct ibv_cq *cq;
-    struct ibv_comp_channel *chan;      /* CQ events for blocking waits */
-    int cq_size, cq_need;
-    struct ibv_device_attr dev;
-    struct ibv_port_attr pattr;
-    uint8_t port;
-    int gid_index;
-    union ibv_gid gid;
-    struct ibv_qp *ud;
-    rdma_verbs_mem_t udm;
-    uint32_t ud_send_next, ud_send_free;
-    uint32_t ud_pending[RDMA_VERBS_UD_NRECV], n_pending;
+    rdma_xport_params_t prm;    /* [fixed] */
+    char err[RDMA_MSG_LEN];     /* [main] */
+    struct ibv_context *ctx;    /* [fixed] */
+    struct ibv_pd *pd;          /* [fixed] */
+    struct ibv_cq *cq;          /* [fixed] data CQ: RC QPs; polled by main */
+    struct ibv_comp_channel *chan;      /* [fixed] data CQ events (main's waits) */
+    struct ibv_cq *cm_cq;       /* [fixed] CM CQ: the UD QP; polled under cm_lock */
+    struct ibv_comp_channel *cm_chan;   /* [fixed] CM CQ events (the thread) */
+    int kick_fd;                /* [fixed] eventfd: main wakes the thread */
+    int wake_fd;                /* [fixed] eventfd: the thread wakes main's wait */
+    pthread_mutex_t cm_lock;
+    int cq_size, cq_need;       /* [cm] */
+    struct ibv_device_attr dev; /* [fixed] */
+    struct ibv_port_attr pattr; /* [fixed] */
+    uint8_t port;               /* [fixed] */
+    int gid_index;              /* [fixed] */
+    union ibv_gid gid;          /* [fixed] */
+    char host[RDMA_VERBS_HOST]; /* [fixed] gethostname() */
+    struct ibv_qp *ud;          /* [fixed] */
+    rdma_verbs_mem_t udm;       /* [fixed] */
+    uint32_t ud_send_next, ud_send_free;        /* [cm] */
+    /* slots[] has prm.size entries (at most one connection per peer), so it
+     * never moves: main reads an entry without the lock (atomic acquire;
+     * the CM publishes with release after gens[]). */
     rdma_verbs_conn_t **slots;
-    uint32_t *gens, nslots;
-    uint32_t inline_req;
-    uint32_t qkey;              /* our CM QP's QKEY (random, bit 31 clear) */
-    uint64_t auth;              /* our CM secret (random); see the top */
-    uint64_t cm_dropped;        /* CM datagrams without our auth */
-    unsigned short rng[3];      /* PSNs; leaves the application's lrand48 alone */
-    int qp_timeout, in_order_override, n_connecting, new_failures;
-    int flag_polled;            /* a connection polls memory: no CQE per arrival */
-    double t_keepalive;
-    unsigned polls;             /* progress calls; clock read every 256th */
-    rdma_verbs_rc_t rc_src;     /* send buffers the peer reads: REMOTE_READ */
-    rdma_verbs_rc_t rc_dst;     /* receive buffers our reads fill: LOCAL_WRITE */
-    int memev_on, said_reg, said_memev;
-    char memev_err[160];        /* why registrations are not cached */
-    const char *fork_mode;      /* rdma_xport_verbs_fork_mode() */
+    uint32_t *gens, nslots;     /* [cm]; nslots [fixed] */
+    rdma_verbs_conn_t *adopt;   /* [cm] finished by the CM, for main */
+    int n_adopt;                /* [cm]; main peeks with a relaxed atomic load */
+    uint32_t inline_req;        /* [cm] */
+    uint32_t qkey;              /* [fixed] our CM QP's QKEY (random, bit 31 clear) */
+    uint64_t auth;              /* [fixed] our CM secret (random); see the top */
+    uint64_t cm_dropped;        /* [cm] CM datagrams without our auth */
+    uint64_t cm_refused;        /* [cm] REQs we could not accept; the last why: */
+    char cm_why[RDMA_MSG_LEN];  /* [cm] */
+    unsigned short rng[3];      /* [cm] PSNs; leaves the application's lrand48 alone */
+    int qp_timeout, in_order_override;  /* [fixed] */
+    int n_connecting;           /* [cm] */
+    int new_failures;           /* [main] */
+    int flag_polled;            /* [main] a connection polls memory: no CQE per arrival */
+    double t_keepalive;         /* [main] */
+    double drain_by;            /* [main] close()s wait for last writes until then */
+    unsigned polls;             /* [main] progress calls; clock read every 256th */
+    rdma_verbs_rc_t rc_src;     /* [main] send buffers the peer reads: REMOTE_READ */
+    rdma_verbs_rc_t rc_dst;     /* [main] receive buffers our reads fill: LOCAL_WRITE */
+    int memev_on, said_reg, said_memev; /* [main] */
+    char memev_err[160];        /* [main] why registrations are not cached */
+    const char *fork_mode;      /* [fixed] rdma_xport_verbs_fork_mode() */
 };
 
 /* rdma_verbs_dev.c */
@@ -196,31 +258,41 @@ int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t 
 int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen);
 int rdma_verbs_gid_pick(rdma_xport_t * xp);
 int rdma_verbs_qp_timeout(double seconds);
-rdma_status_t rdma_verbs_chan_open(rdma_xport_t * xp);
+struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp);
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen);
 void rdma_verbs_dev_teardown(rdma_xport_t * xp);
 rdma_status_t rdma_verbs_cm_keys(rdma_xport_t * xp);
 
-/* rdma_verbs_cm.c */
+/* rdma_verbs_cm.c: [cm] unless marked */
 uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i);
 int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i);
 rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp);
 void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len);
+rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p);
 void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type);
+enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote);
+void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m);
+double rdma_verbs_cm_run(void *xp, double now);  /* the thread's bg_run; locks */
+rdma_status_t rdma_verbs_cm_connect(rdma_xport_t * xp, rdma_conn_t * c);       /* main; locks */
+void rdma_verbs_adopt(rdma_xport_t * xp);       /* main; locks */
+void rdma_verbs_rtu_implied(rdma_verbs_conn_t * vc);    /* main; locks */
 void __attribute__((format(printf, 2, 3)))
-rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);
+rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* main; locks */
+
+/* rdma_verbs_conn.c: [cm] but lookup */
 rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token);
-int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs_conn_t ** vcp);
+rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
+                                     const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
+                                     char *why, size_t len);
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc);
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc);
-void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm);
-void rdma_verbs_timer_run(rdma_xport_t * xp, double now);
-void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m);
+rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_data.c */
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,
                               uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
+void rdma_verbs_drain(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_progress(rdma_xport_t * xp);
 int rdma_verbs_wait_arm(rdma_xport_t * xp);
 void rdma_verbs_wait_disarm(rdma_xport_t * xp);

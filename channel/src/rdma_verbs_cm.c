@@ -1,31 +1,38 @@
 /*
- * rdma_verbs_cm.c -- the verbs transport: connection manager and RC QP
- * state machine (rdma_verbs.h).
+ * rdma_verbs_cm.c -- the verbs transport: connection manager (rdma_verbs.h).
+ * It runs in the channel thread (rdma_verbs_cm_run, the transport's
+ * bg_run) with xp->cm_lock held; main enters it only to start a connection
+ * (rdma_verbs_cm_connect) and to adopt what it finished (rdma_verbs_adopt).
  *
  * Connection management (UD, mimics a PMI exchange).  The card is
- * "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>".  qkey and auth are
- * drawn at random by open() (getrandom), so only processes that read the
- * job's PMI KVS know them: the CM QP takes datagrams with our QKEY only
- * (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
+ * "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>.<host>".  qkey and
+ * auth are drawn at random by open() (getrandom), so only processes that
+ * read the job's PMI KVS know them: the CM QP takes datagrams with our QKEY
+ * only (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
  * CAP_NET_RAW), and every CM message carries the 64-bit auth of its
  * destination; one without ours is dropped and counted (stats), never
  * fatal, before anything is looked up or allocated.
  *   connect() creates the connection's memory and QP (INIT) and sends REQ
- * {rank, qpn, psn, ring and ctl
- * addr+rkey, max_rd_atomic, in-order capability}.  The responder gets the
- * object with conn_of(rank) (NULL: the REQ is ignored and the initiator times
- * out), creates the same if needed, goes RTR+RTS and answers REP.  The
- * initiator goes RTR+RTS on REP, sends RTU and is READY; the responder is
- * READY on RTU or, completion-driven, on the first receive completion of the
- * connection (the RTU is late or lost and the initiator already writes).
+ * {rank, qpn, psn, ring and ctl addr+rkey, max_rd_atomic, in-order
+ * capability, port MTU, and its own address, CM QP, QKEY, auth and host}.
+ * The responder's thread gets the object with conn_of(rank) (NULL: the REQ
+ * is ignored and the initiator times out), creates the same from the REQ
+ * if needed, goes RTR+RTS and answers REP.  The initiator goes RTR+RTS on
+ * REP, sends RTU and is READY; the responder is READY on RTU or,
+ * completion-driven, on the first receive completion of the connection
+ * (the RTU is late or lost and the initiator already writes).  Both use the
+ * smaller of the two port MTUs.  READY (or DEAD) connections go on
+ * xp->adopt; main binds and reports them (rdma_verbs_adopt).
  *   Simultaneous connects: both sides sent REQ with their existing QP.  The
  * REQ of the lower rank wins: the lower rank ignores the higher rank's REQ,
  * the higher rank answers the lower rank's REQ as a responder, with the QP it
  * already has.  There is exactly one QP per peer, so no duplicates.
  *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
  * with exponential backoff; a duplicate REQ is answered with the same REP, a
- * duplicate REP with the same RTU.  Without an answer for prm->timeout
- * seconds the connection fails with RDMA_ERR_PEER.
+ * duplicate REP with the same RTU.  A live peer's thread answers within
+ * milliseconds whatever its application does, so a peer that does not
+ * answer for prm->timeout seconds is dead (process or node gone): the
+ * connection fails with RDMA_ERR_PEER and a line naming rank and host.
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -62,7 +69,7 @@ static int rdma_verbs_ud_modify(rdma_xport_t * xp, enum ibv_qp_state s)
 rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
 {
     struct ibv_qp_init_attr ia = {
-        .send_cq = xp->cq, .recv_cq = xp->cq, .qp_type = IBV_QPT_UD,
+        .send_cq = xp->cm_cq, .recv_cq = xp->cm_cq, .qp_type = IBV_QPT_UD,
         .cap = {.max_send_wr = RDMA_VERBS_UD_NSEND, .max_recv_wr = RDMA_VERBS_UD_NRECV,
                 .max_send_sge = 1, .max_recv_sge = 1}
     };
@@ -79,7 +86,7 @@ rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
         if (rdma_verbs_ud_post_recv(xp, i))
             return RDMA_ERR_XPORT;
     xp->ud_send_free = RDMA_VERBS_UD_NSEND;
-    return RDMA_OK;
+    return ibv_req_notify_cq(xp->cm_cq, 0) ? RDMA_ERR_XPORT : RDMA_OK;
 }
 
 void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
@@ -89,39 +96,43 @@ void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
 
     for (i = 0; i < 16; i++)
         sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
-    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx", hex, xp->pattr.lid, xp->ud->qp_num, xp->port,
-             xp->qkey, (unsigned long long) xp->auth);
+    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx.%s", hex, xp->pattr.lid, xp->ud->qp_num,
+             xp->port, xp->qkey, (unsigned long long) xp->auth, xp->host);
 }
 
-/* Card -> the peer's CM QP number, QKEY and auth, and an address vector
- * through our port. */
-static rdma_status_t rdma_verbs_card_parse(rdma_verbs_conn_t * vc, const char *card)
+/* Card -> the peer's address, CM QP, QKEY, auth and host. */
+rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
 {
-    struct ibv_ah_attr *ah = &vc->path;
     unsigned lid, qpn, port, qkey, b, i;
     unsigned long long auth;
     char hex[33];
 
-    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx", hex, &lid, &qpn, &port, &qkey, &auth) != 6
-        || strlen(hex) != 32)
+    memset(p, 0, sizeof(*p));
+    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx.%63s", hex, &lid, &qpn, &port, &qkey, &auth,
+               p->host) != 7 || strlen(hex) != 32)
         return RDMA_ERR_INVAL;
-    memset(ah, 0, sizeof(*ah));
     for (i = 0; i < 16; i++) {
         if (sscanf(hex + 2 * i, "%2x", &b) != 1)
             return RDMA_ERR_INVAL;
-        ah->grh.dgid.raw[i] = (uint8_t) b;
+        p->gid[i] = (uint8_t) b;
     }
-    ah->port_num = vc->xp->port;
-    ah->dlid = (uint16_t) lid;
-    if (vc->xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
-        ah->is_global = 1;
-        ah->grh.sgid_index = (uint8_t) vc->xp->gid_index;
-        ah->grh.hop_limit = 64;
-    }
-    vc->peer_udqpn = qpn;
-    vc->peer_qkey = qkey;
-    vc->peer_auth = auth;
+    p->lid = (uint16_t) lid;
+    p->udqpn = qpn;
+    p->qkey = qkey;
+    p->auth = auth;
     return RDMA_OK;
+}
+
+/* A REQ -> the same facts about its sender. */
+static void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p)
+{
+    memset(p, 0, sizeof(*p));
+    memcpy(p->gid, m->gid, sizeof(p->gid));
+    p->lid = m->lid;
+    p->udqpn = m->udqpn;
+    p->qkey = m->qkey;
+    p->auth = m->src_auth;
+    snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->host) - 1, m->host);
 }
 
 static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
@@ -147,6 +158,35 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->ctl_rkey = vc->ctl.mr->rkey;
     m->ring_size = xp->prm.ring_size;
     m->chunk_size = xp->prm.chunk_size;
+    memcpy(m->gid, xp->gid.raw, sizeof(m->gid));
+    m->udqpn = xp->ud->qp_num;
+    m->qkey = xp->qkey;
+    m->lid = xp->pattr.lid;
+    m->mtu = (uint8_t) xp->pattr.active_mtu;
+    m->src_auth = xp->auth;
+    snprintf(m->host, sizeof(m->host), "%s", xp->host);
+}
+
+/* Poll the CM CQ: send slots come back, datagrams are dispatched. */
+static void rdma_verbs_cm_poll(rdma_xport_t * xp)
+{
+    struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
+    int i, n;
+
+    while ((n = ibv_poll_cq(xp->cm_cq, RDMA_VERBS_POLL_BATCH, wc)) > 0) {
+        for (i = 0; i < n; i++) {
+            uint32_t b = (uint32_t) wc[i].wr_id;
+            if (b >= RDMA_VERBS_UD_NRECV) {
+                xp->ud_send_free++;
+                continue;
+            }
+            if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= RDMA_VERBS_GRH +
+                sizeof(rdma_verbs_msg_t))
+                rdma_verbs_cm_dispatch(xp, (const rdma_verbs_msg_t *)
+                                       (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH));
+            rdma_verbs_ud_post_recv(xp, b);
+        }
+    }
 }
 
 /* Best effort: a message lost here is retransmitted by the timers. */
@@ -165,7 +205,7 @@ void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
     }, *bad;
 
     if (!xp->ud_send_free)
-        rdma_verbs_cq_poll(xp);
+        rdma_verbs_cm_poll(xp);
     if (!xp->ud_send_free)
         return;
     rdma_verbs_msg_fill(vc, (rdma_verbs_msg_t *) rdma_verbs_ud_slot(xp, i), type);
@@ -175,256 +215,118 @@ void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
     }
 }
 
-/* --------------------------------------------------------- connections */
+/* --------------------------------------------------- handing to main */
 
-void __attribute__((format(printf, 2, 3)))
-rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
+static void rdma_verbs_fd_poke(int fd)
+{
+    uint64_t one = 1;
+
+    while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
+}
+
+/* vc is READY or DEAD: main adopts it at its next progress. */
+static void rdma_verbs_adopt_push(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    vc->next_adopt = xp->adopt;
+    xp->adopt = vc;
+    __atomic_store_n(&xp->n_adopt, xp->n_adopt + 1, __ATOMIC_RELAXED);
+    rdma_verbs_fd_poke(xp->wake_fd);
+}
+
+/* The CM gives up on a connecting vc; main reports it.  [cm] */
+static void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_doom(rdma_verbs_conn_t * vc, const char *fmt, ...)
 {
     va_list ap;
 
-    if (vc->cm == RDMA_VERBS_CM_DEAD)
-        return;
     if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
         vc->xp->n_connecting--;
     vc->cm = RDMA_VERBS_CM_DEAD;
-    vc->c->state = RDMA_CONN_FAILED;
-    vc->xp->new_failures++;
     va_start(ap, fmt);
-    vsnprintf(vc->xp->err, sizeof(vc->xp->err), fmt, ap);
+    vsnprintf(vc->why, sizeof(vc->why), fmt, ap);
     va_end(ap);
-    rdma_conn_failed(vc->c, vc->xp->err);
+    rdma_verbs_adopt_push(vc);
 }
 
-rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
-{
-    uint32_t slot = (uint32_t) token;
-    if (slot >= xp->nslots || xp->gens[slot] != (uint32_t) (token >> 32))
-        return NULL;
-    return xp->slots[slot];
-}
-
-static rdma_status_t rdma_verbs_slot_grow(rdma_xport_t * xp)
-{
-    uint32_t n = xp->nslots ? 2 * xp->nslots : 16;
-    rdma_verbs_conn_t **s = realloc(xp->slots, n * sizeof(*s));
-    uint32_t *g;
-
-    if (!s)
-        return RDMA_ERR_NOMEM;
-    xp->slots = s;
-    g = realloc(xp->gens, n * sizeof(*g));
-    if (!g)
-        return RDMA_ERR_NOMEM;
-    xp->gens = g;
-    memset(s + xp->nslots, 0, (n - xp->nslots) * sizeof(*s));
-    memset(g + xp->nslots, 0, (n - xp->nslots) * sizeof(*g));
-    xp->nslots = n;
-    return RDMA_OK;
-}
-
-static rdma_status_t rdma_verbs_slot_get(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
-{
-    uint32_t i = 0;
-
-    while (i < xp->nslots && xp->slots[i])
-        i++;
-    if (i == xp->nslots && rdma_verbs_slot_grow(xp))
-        return RDMA_ERR_NOMEM;
-    xp->slots[i] = vc;
-    vc->token = ((uint64_t) ++xp->gens[i] << 32) | i;
-    return RDMA_OK;
-}
-
-/* Grow the shared CQ so it holds every completion vc can have in flight. */
-static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+/* Main found vc dead (a failed completion or post).  [main] */
+void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
 {
     rdma_xport_t *xp = vc->xp;
-    int n = (int) (vc->sq_depth + vc->rq_depth), want = xp->cq_need + n;
+    va_list ap;
 
-    if (want > xp->cq_size) {
-        if (want > xp->dev.max_cqe || ibv_resize_cq(xp->cq, want))
-            return RDMA_ERR_NOMEM;
-        xp->cq_size = want;
-    }
-    xp->cq_need = want;
-    vc->cq_share = n;
-    return RDMA_OK;
-}
-
-/* Create the RC QP, probing the inline size: irdma rejects any, rxe grants
- * about 400; start from what worked last time. */
-static rdma_status_t rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
-{
-    rdma_xport_t *xp = vc->xp;
-    struct ibv_qp_init_attr ia;
-    uint32_t req = xp->inline_req;
-
-    for (;;) {
-        memset(&ia, 0, sizeof(ia));
-        ia.send_cq = ia.recv_cq = xp->cq;
-        ia.qp_type = IBV_QPT_RC;
-        ia.cap.max_send_wr = vc->sq_depth;
-        ia.cap.max_recv_wr = vc->rq_depth;
-        ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-        ia.cap.max_inline_data = req;
-        vc->qp = ibv_create_qp(xp->pd, &ia);
-        if (vc->qp || !req)
-            break;
-        req = req > 64 ? req / 2 : 0;
-    }
-    if (!vc->qp)
-        return RDMA_ERR_NOMEM;
-    xp->inline_req = req;
-    vc->max_inline = req ? ia.cap.max_inline_data : 0;
-    return RDMA_OK;
-}
-
-static int rdma_verbs_qp_in_order(rdma_verbs_conn_t * vc)
-{
-    if (vc->xp->prm.force_completion)
-        return 0;
-    if (vc->xp->in_order_override)
-        return 1;
-#if HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
-    return ibv_query_qp_data_in_order(vc->qp, IBV_WR_RDMA_WRITE, 0) == 1;
-#else
-    return 0;
-#endif
-}
-
-static int rdma_verbs_qp_init(rdma_verbs_conn_t * vc)
-{
-    struct ibv_qp_attr a = {
-        .qp_state = IBV_QPS_INIT, .port_num = vc->xp->port,
-        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-            IBV_ACCESS_REMOTE_READ
-    };
-    return ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                         IBV_QP_ACCESS_FLAGS);
-}
-
-static rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
-{
-    struct ibv_qp_attr a = {
-        /* active_mtu <= IBV_MTU_4096 by definition: min(active, 4096) */
-        .qp_state = IBV_QPS_RTR, .path_mtu = vc->xp->pattr.active_mtu, .ah_attr = vc->path,
-        .dest_qp_num = vc->remote.qpn, .rq_psn = vc->remote.psn,
-        .max_dest_rd_atomic = (uint8_t) vc->max_rd_atomic, .min_rnr_timer = 12
-    };
-
-    if (ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                      IBV_QP_MIN_RNR_TIMER))
-        return RDMA_ERR_XPORT;
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = (uint8_t) vc->xp->qp_timeout;
-    a.retry_cnt = RDMA_VERBS_RETRY_CNT;
-    a.rnr_retry = 7;
-    a.sq_psn = vc->psn;
-    a.max_rd_atomic = (uint8_t) vc->max_rd_atomic;
-    return ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                         IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-int rdma_verbs_rq_post(rdma_verbs_conn_t * vc)
-{
-    struct ibv_recv_wr wr = {.wr_id = vc->token, .num_sge = 0 }, *bad;
-    return ibv_post_recv(vc->qp, &wr, &bad);
-}
-
-void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
-{
-    rdma_xport_t *xp = vc->xp;
-
+    pthread_mutex_lock(&xp->cm_lock);
     if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
         xp->n_connecting--;
-    if (vc->qp)
-        ibv_destroy_qp(vc->qp);
-    xp->cq_need -= vc->cq_share;
-    if (vc->ah)
-        ibv_destroy_ah(vc->ah);
-    rdma_verbs_mem_free(&vc->ctl);
-    rdma_verbs_mem_free(&vc->stage);
-    rdma_verbs_mem_free(&vc->ring);
-    if (vc->token)
-        xp->slots[(uint32_t) vc->token] = NULL;
-    vc->c->priv = NULL;
-    free(vc->sig_fifo);
-    free(vc);
+    vc->cm = RDMA_VERBS_CM_DEAD;
+    pthread_mutex_unlock(&xp->cm_lock);
+    if (vc->c->state == RDMA_CONN_FAILED || vc->c->state == RDMA_CONN_CLOSED)
+        return;                 /* reported once; after quiesce() not at all */
+    xp->new_failures++;
+    va_start(ap, fmt);
+    vsnprintf(xp->err, sizeof(xp->err), fmt, ap);
+    va_end(ap);
+    rdma_conn_failed(vc->c, xp->err);
 }
 
-static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
+/* Bind and report what the CM finished.  [main] */
+static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
-    rdma_xport_t *xp = vc->xp;
-    size_t rs = xp->prm.ring_size;
-    uint32_t frames = (uint32_t) (rs / xp->prm.chunk_size);
-    uint32_t per = xp->prm.head_writes ? 2 : 1;
-    uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
-    int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+    rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
+        vc->completion
+    };
+    rdma_conn_t *c = vc->c;
 
-    vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE + RDMA_VERBS_READS_MAX;
-    vc->sq_depth = vc->sq_depth < max_wr ? vc->sq_depth : max_wr;
-    vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE;
-    vc->rq_depth = vc->rq_depth < max_wr ? vc->rq_depth : max_wr;
-    vc->sq_free = vc->sq_depth;
-    vc->sig_fifo = calloc(vc->sq_depth, sizeof(*vc->sig_fifo));
-    if (!vc->sig_fifo || rdma_verbs_mem_alloc(xp, &vc->ring, rs, rw)
-        || rdma_verbs_mem_alloc(xp, &vc->stage, rs, IBV_ACCESS_LOCAL_WRITE)
-        || rdma_verbs_mem_alloc(xp, &vc->ctl, (size_t) sysconf(_SC_PAGESIZE), rw))
-        return RDMA_ERR_NOMEM;
-    if (rdma_verbs_cq_reserve(vc)
-        || rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
-        return RDMA_ERR_NOMEM;
-    vc->in_order_local = rdma_verbs_qp_in_order(vc);
-    vc->max_rd_atomic = xp->dev.max_qp_rd_atom < xp->dev.max_qp_init_rd_atom ?
-        xp->dev.max_qp_rd_atom : xp->dev.max_qp_init_rd_atom;
-    vc->psn = (uint32_t) (nrand48(xp->rng) & 0xffffff);
-    return RDMA_OK;
-}
-
-/* Allocate the connection's memory, QP and the peer's address. */
-int rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c, rdma_verbs_conn_t ** vcp)
-{
-    rdma_verbs_conn_t *vc = calloc(1, sizeof(*vc));
-    char card[256];
-    int rc;
-
-    if (!vc)
-        return RDMA_ERR_NOMEM;
-    vc->c = c;
-    vc->xp = xp;
-    c->priv = vc;
-    c->xport = xp;
     c->ops = &rdma_xport_verbs;
-    rc = rdma_verbs_slot_get(xp, vc) ? RDMA_ERR_NOMEM : rdma_verbs_conn_resources(vc);
-    if (rc) {
-        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_NOMEM, "cannot create the connection to "
-                 "rank %d (memory registration, QP or CQ limits: %s)", c->peer, strerror(errno));
-        goto fail;
+    c->xport = xp;
+    if (c->state == RDMA_CONN_FAILED)
+        return;
+    if (vc->cm == RDMA_VERBS_CM_DEAD) {
+        xp->new_failures++;
+        snprintf(xp->err, sizeof(xp->err), "%s", vc->why);
+        rdma_conn_failed(c, vc->why);
+        return;
     }
-    rc = RDMA_ERR_XPORT;
-    card[0] = '\0';
-    if (xp->prm.ev.card_of(xp->prm.ev.arg, c->peer, card, sizeof(card))
-        || rdma_verbs_card_parse(vc, card)) {
-        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "no valid verbs address for rank %d "
-                 "(business card fragment '%s')", c->peer, card);
-        goto fail;
+    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
+        rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to rank %d", c->peer);
+        return;
     }
-    vc->ah = ibv_create_ah(xp->pd, &vc->path);
-    if (!vc->ah) {
-        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "cannot create an address handle for "
-                 "rank %d: %s", c->peer, strerror(errno));
-        goto fail;
-    }
-    *vcp = vc;
-    return RDMA_OK;
-  fail:
-    rdma_verbs_conn_release(vc);
-    return rc;
+    vc->adopted = 1;
+    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
+    if (vc->early)
+        xp->prm.ev.landed(c, vc->early);
+    c->state = RDMA_CONN_READY;
+    xp->prm.ev.ready(xp->prm.ev.arg, c);
 }
 
-void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm)
+void rdma_verbs_adopt(rdma_xport_t * xp)
+{
+    rdma_verbs_conn_t *list, *vc, *rev = NULL;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    list = xp->adopt;
+    xp->adopt = NULL;
+    __atomic_store_n(&xp->n_adopt, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&xp->cm_lock);
+    while ((vc = list)) {       /* oldest first */
+        list = vc->next_adopt;
+        vc->next_adopt = rev;
+        rev = vc;
+    }
+    while ((vc = rev)) {
+        rev = vc->next_adopt;
+        vc->next_adopt = NULL;
+        rdma_verbs_adopt_one(xp, vc);
+    }
+}
+
+/* --------------------------------------------------------- connections */
+
+static void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm)
 {
     double now = rdma_verbs_now();
 
@@ -440,24 +342,28 @@ static void rdma_verbs_conn_ready(rdma_verbs_conn_t * vc)
 {
     vc->xp->n_connecting--;
     vc->cm = RDMA_VERBS_CM_READY;
-    vc->c->state = RDMA_CONN_READY;
-    vc->xp->prm.ev.ready(vc->xp->prm.ev.arg, vc->c);
+    rdma_verbs_adopt_push(vc);
 }
 
-/* The peer's REQ or REP is known: pick the mode, hand the pipe's memory to
- * the owner and post the receives (before RTR, so nothing can land
- * before), go RTR + RTS. */
+enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote)
+{
+    if (remote < IBV_MTU_256 || remote > IBV_MTU_4096)
+        return local;           /* not given: our own */
+    return remote < (unsigned) local ? (enum ibv_mtu) remote : local;
+}
+
+/* The peer's REQ or REP is known: pick the mode and MTU, post the receives
+ * (before RTR, so nothing can land before), go RTR + RTS. */
 static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
     rdma_xport_t *xp = vc->xp;
-    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
-    rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word, 0 };
     uint32_t i;
 
     if (m->ring_size != xp->prm.ring_size || m->chunk_size != xp->prm.chunk_size
         || m->basic != xp->prm.head_writes) {
-        rdma_verbs_conn_fail(vc, "rank %d uses another ring geometry or mode (ring %llu, chunk "
-                             "%llu)", vc->c->peer, (unsigned long long) m->ring_size,
+        rdma_verbs_conn_doom(vc, "rank %d on %s uses another ring geometry or mode (ring %llu, "
+                             "chunk %llu)", vc->c->peer, vc->host,
+                             (unsigned long long) m->ring_size,
                              (unsigned long long) m->chunk_size);
         return RDMA_ERR_PEER;
     }
@@ -465,21 +371,33 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     vc->completion = m->basic || !(vc->in_order_local && m->in_order);
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
-    mem.completion_driven = vc->completion;
-    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
-    if (xp->prm.ev.bind(xp->prm.ev.arg, vc->c, &mem)) {
-        rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to rank %d", vc->c->peer);
-        return RDMA_ERR_PEER;
-    }
+    vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);
     for (i = 0; vc->completion && i < vc->rq_depth; i++)
         if (rdma_verbs_rq_post(vc))
             break;
     if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
-        rdma_verbs_conn_fail(vc, "cannot connect the QP to rank %d: %s", vc->c->peer,
-                             strerror(errno));
+        rdma_verbs_conn_doom(vc, "cannot connect the QP to rank %d on %s: %s", vc->c->peer,
+                             vc->host, strerror(errno));
         return RDMA_ERR_PEER;
     }
     return RDMA_OK;
+}
+
+/* A REQ from a peer we have no connection to: make one from the REQ.  A
+ * failure is reported to main through a DEAD connection. */
+static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * c,
+                                               const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_peer_t peer;
+    rdma_verbs_conn_t *vc;
+    char why[RDMA_MSG_LEN];
+
+    rdma_verbs_msg_peer(m, &peer);
+    if (rdma_verbs_conn_create(xp, c, &peer, &vc, why, sizeof(why)) == RDMA_OK)
+        return vc;
+    xp->cm_refused++;
+    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
+    return NULL;
 }
 
 static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
@@ -487,17 +405,11 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
     rdma_conn_t *c = xp->prm.ev.conn_of(xp->prm.ev.arg, m->src);
     rdma_verbs_conn_t *vc;
 
-    if (!c || (c->priv && c->xport != xp))
+    if (!c)
+        return;         /* conn_of: c is served by this transport */
+    vc = c->priv ? c->priv : rdma_verbs_cm_accept(xp, c, m);
+    if (!vc)
         return;
-    vc = c->priv;
-    if (!vc) {
-        if (rdma_verbs_conn_create(xp, c, &vc)) {
-            rdma_conn_failed(c, xp->err);
-            xp->new_failures++;
-            return;
-        }
-        c->state = RDMA_CONN_CONNECTING;
-    }
     switch (vc->cm) {
     case RDMA_VERBS_CM_REQ_SENT:
         if (xp->prm.rank < m->src)
@@ -555,26 +467,96 @@ void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
         rdma_verbs_conn_ready(vc);
 }
 
-/* Retransmissions, deadlines and implied RTUs of connecting connections. */
-void rdma_verbs_timer_run(rdma_xport_t * xp, double now)
+/* Main: the first arrival on a responder's connection implies the RTU. */
+void rdma_verbs_rtu_implied(rdma_verbs_conn_t * vc)
 {
+    pthread_mutex_lock(&vc->xp->cm_lock);
+    if (vc->cm == RDMA_VERBS_CM_REP_SENT)
+        rdma_verbs_conn_ready(vc);
+    pthread_mutex_unlock(&vc->xp->cm_lock);
+}
+
+/* Retransmissions and deadlines of connecting connections; returns the
+ * next time something is due (0: nothing connecting). */
+static double rdma_verbs_timer_run(rdma_xport_t * xp, double now)
+{
+    double next = 0;
     uint32_t i;
 
     for (i = 0; i < xp->nslots && xp->n_connecting > 0; i++) {
         rdma_verbs_conn_t *vc = xp->slots[i];
         if (!vc || (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT))
             continue;
-        if (vc->rtu_implied && vc->cm == RDMA_VERBS_CM_REP_SENT)
-            rdma_verbs_conn_ready(vc);
-        else if (now >= vc->t_deadline)
-            rdma_verbs_conn_fail(vc, "rank %d did not answer the connection request within "
-                                 "%g s (dead peer or unreachable)", vc->c->peer,
-                                 xp->prm.timeout);
-        else if (now >= vc->t_retx) {
+        if (now >= vc->t_deadline) {
+            rdma_verbs_conn_doom(vc, "rank %d on %s did not answer the connection request "
+                                 "within %g s (process or node gone, or unreachable)",
+                                 vc->c->peer, vc->host, xp->prm.timeout);
+            continue;
+        }
+        if (now >= vc->t_retx) {
             vc->backoff = vc->backoff < 1.0 ? 2 * vc->backoff : 2.0;
             vc->t_retx = now + vc->backoff;
             rdma_verbs_ud_send(vc, vc->cm == RDMA_VERBS_CM_REQ_SENT ?
                                RDMA_VERBS_MSG_REQ : RDMA_VERBS_MSG_REP);
         }
+        if (next == 0 || vc->t_retx < next)
+            next = vc->t_retx;
+        if (vc->t_deadline < next)
+            next = vc->t_deadline;
     }
+    return next;
+}
+
+/* The channel thread's entry (bg_run): drain our fds, re-arm the CM CQ
+ * event, then handle every datagram and timer. */
+double rdma_verbs_cm_run(void *arg, double now)
+{
+    rdma_xport_t *xp = arg;
+    struct ibv_cq *cq;
+    void *ctx;
+    uint64_t n;
+    double next;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    while (read(xp->kick_fd, &n, sizeof(n)) > 0)
+        ;
+    while (ibv_get_cq_event(xp->cm_chan, &cq, &ctx) == 0)
+        ibv_ack_cq_events(cq, 1);
+    ibv_req_notify_cq(xp->cm_cq, 0);
+    rdma_verbs_cm_poll(xp);
+    next = rdma_verbs_timer_run(xp, now);
+    pthread_mutex_unlock(&xp->cm_lock);
+    return next;
+}
+
+/* Main: start connecting to c->peer (its card read before the lock: PMI
+ * may take long). */
+rdma_status_t rdma_verbs_cm_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_verbs_peer_t peer;
+    rdma_verbs_conn_t *vc;
+    char card[256] = "";
+    rdma_status_t st;
+
+    if (xp->prm.ev.card_of(xp->prm.ev.arg, c->peer, card, sizeof(card))
+        || rdma_verbs_card_parse(card, &peer))
+        return rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "no valid verbs address for "
+                        "rank %d (business card fragment '%s')", c->peer, card);
+    c->ops = &rdma_xport_verbs;
+    c->xport = xp;
+    pthread_mutex_lock(&xp->cm_lock);
+    vc = c->priv;
+    if (vc) {   /* the peer connected to us first */
+        st = vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_ERR_PEER : RDMA_OK;
+    } else if ((st = rdma_verbs_conn_create(xp, c, &peer, &vc, xp->err, sizeof(xp->err)))
+               == RDMA_OK) {
+        vc->initiator = 1;
+        rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REQ_SENT);
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REQ);
+        rdma_verbs_fd_poke(xp->kick_fd);        /* the thread arms the timers */
+    }
+    pthread_mutex_unlock(&xp->cm_lock);
+    if (st == RDMA_OK && c->state == RDMA_CONN_IDLE)
+        c->state = RDMA_CONN_CONNECTING;
+    return st;
 }

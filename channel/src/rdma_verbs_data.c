@@ -41,6 +41,12 @@
  * last credit value (idempotent, no immediate) on READY connections without
  * a signalled WR in flight every timeout/4 s; its retry exhaustion reports
  * the dead peer (IBV_WC_RETRY_EXC_ERR -> RDMA_ERR_PEER).
+ *
+ * Closing.  quiesce() (CH3's close handshake done) moves c to CLOSED: no
+ * more keepalives, and a failure seen on it is dropped silently, since the
+ * peer may exit as soon as its handshake is done.  close() drains first
+ * (rdma_verbs_drain): the last CLOSE the peer waits for may still sit in
+ * our send queue, and destroying the QP would discard it.
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -157,42 +163,77 @@ const rb_xport_ops_t rdma_verbs_pipe_ops = {
     .head = rdma_verbs_pipe_head
 };
 
-/* READY connections without a signalled WR in flight: rewrite the last
- * credit (signalled, no immediate) so that a dead peer shows up as a
- * retry-exceeded completion; this also reclaims unsignalled slots. */
+/* Rewrite the last credit (signalled, no immediate): idempotent, and its
+ * completion covers every earlier WR (RC completes in order). */
+static rdma_status_t rdma_verbs_credit_again(rdma_verbs_conn_t * vc)
+{
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+
+    ctl->src_credit = vc->last_credit;
+    return rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word), 0,
+                                 RDMA_VERBS_POST_SIGNAL);
+}
+
+/* READY connections without a signalled WR in flight: a credit rewrite, so
+ * that a dead peer shows up as a retry-exceeded completion; this also
+ * reclaims unsignalled slots.  Quiesced (CLOSED) ones are left alone. */
 static void rdma_verbs_keepalive(rdma_xport_t * xp)
 {
     uint32_t i;
 
     for (i = 0; i < xp->nslots; i++) {
-        rdma_verbs_conn_t *vc = xp->slots[i];
-        if (!vc || vc->cm != RDMA_VERBS_CM_READY || vc->sig_head != vc->sig_tail)
-            continue;
-        rdma_verbs_ctl_t *ctl = vc->ctl.buf;
-        ctl->src_credit = vc->last_credit;
-        rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word), 0,
-                              RDMA_VERBS_POST_SIGNAL);
+        rdma_verbs_conn_t *vc = __atomic_load_n(&xp->slots[i], __ATOMIC_ACQUIRE);
+        if (vc && vc->adopted && vc->c->state == RDMA_CONN_READY && vc->cm != RDMA_VERBS_CM_DEAD
+            && vc->sig_head == vc->sig_tail)
+            rdma_verbs_credit_again(vc);
     }
+}
+
+/* Before close() destroys vc's QP: wait until every write posted on it has
+ * landed at the peer, which may still wait for the last one (CH3's CLOSE
+ * ack).  One signalled write after the unsignalled ones covers them all.
+ * Bounded for all connections together: RDMA_VERBS_DRAIN_S (or the
+ * timeout, if shorter) from the first drain; a dead peer ends it early. */
+void rdma_verbs_drain(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+    double bound = xp->prm.timeout < RDMA_VERBS_DRAIN_S ? xp->prm.timeout : RDMA_VERBS_DRAIN_S;
+
+    if (!vc->adopted || vc->cm == RDMA_VERBS_CM_DEAD)
+        return;
+    if (xp->drain_by == 0)
+        xp->drain_by = rdma_verbs_now() + bound;
+    if (vc->unsig && rdma_verbs_credit_again(vc) != RDMA_OK)
+        return;
+    while (vc->sig_head != vc->sig_tail && vc->cm != RDMA_VERBS_CM_DEAD)
+        if (rdma_verbs_cq_poll(xp) == 0 && rdma_verbs_now() > xp->drain_by)
+            return;
 }
 
 /* --------------------------------------------------------- completions */
 
-static void rdma_verbs_wc_ud(rdma_xport_t * xp, const struct ibv_wc *wc)
+/* A frame landed on vc; before main adopted it, count it for adoption. */
+static void rdma_verbs_wc_recv(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
 {
-    if (wc->wr_id >= RDMA_VERBS_UD_NRECV)
-        xp->ud_send_free++;
-    else if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= RDMA_VERBS_GRH +
-             sizeof(rdma_verbs_msg_t))
-        xp->ud_pending[xp->n_pending++] = (uint32_t) wc->wr_id; /* handled by progress */
-    else
-        rdma_verbs_ud_post_recv(xp, (uint32_t) wc->wr_id);
+    unsigned frames = (ntohl(wc->imm_data) & 3) == RDMA_VERBS_IMM_FRAME ?
+        ntohl(wc->imm_data) >> 2 : 0;
+
+    if (!vc->adopted) {
+        vc->early += frames;
+        rdma_verbs_rtu_implied(vc);
+    } else if (frames)
+        vc->xp->prm.ev.landed(vc->c, frames);
+    if (rdma_verbs_rq_post(vc))
+        rdma_verbs_conn_fail(vc, "connection to rank %d on %s failed: cannot repost a receive",
+                             vc->c->peer, vc->host);
 }
 
 static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
 {
     if (wc->status != IBV_WC_SUCCESS) {
-        rdma_verbs_conn_fail(vc, "connection to rank %d failed: %s (peer dead or unreachable)",
-                             vc->c->peer, ibv_wc_status_str(wc->status));
+        rdma_verbs_conn_fail(vc, "connection to rank %d on %s failed: %s (process or node "
+                             "gone, or unreachable)", vc->c->peer, vc->host,
+                             ibv_wc_status_str(wc->status));
         return;
     }
     if (!(wc->opcode & IBV_WC_RECV)) {
@@ -201,30 +242,20 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
             rdma_verbs_read_done(vc);
         return;
     }
-    if (vc->cm == RDMA_VERBS_CM_REP_SENT)
-        vc->rtu_implied = 1;
-    if ((ntohl(wc->imm_data) & 3) == RDMA_VERBS_IMM_FRAME)
-        vc->xp->prm.ev.landed(vc->c, ntohl(wc->imm_data) >> 2);
-    if (rdma_verbs_rq_post(vc))
-        rdma_verbs_conn_fail(vc, "connection to rank %d failed: cannot repost a receive",
-                             vc->c->peer);
+    rdma_verbs_wc_recv(vc, wc);
 }
 
-/* One batch.  Safe to call from inside a pipe write: it only updates
- * counters, lands frames and queues CM messages for progress(). */
+/* One batch of the data CQ.  Safe to call from inside a pipe write: it
+ * only updates counters and lands frames. */
 int rdma_verbs_cq_poll(rdma_xport_t * xp)
 {
     struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
     int i, n = ibv_poll_cq(xp->cq, RDMA_VERBS_POLL_BATCH, wc);
 
     for (i = 0; i < n; i++) {
-        if (wc[i].qp_num == xp->ud->qp_num)
-            rdma_verbs_wc_ud(xp, &wc[i]);
-        else {
-            rdma_verbs_conn_t *vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
-            if (vc && vc->cm != RDMA_VERBS_CM_DEAD)
-                rdma_verbs_wc_rc(vc, &wc[i]);
-        }
+        rdma_verbs_conn_t *vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
+        if (vc && vc->cm != RDMA_VERBS_CM_DEAD)
+            rdma_verbs_wc_rc(vc, &wc[i]);
     }
     return n;
 }
@@ -234,6 +265,8 @@ rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
     int i, n;
     double now;
 
+    if (__atomic_load_n(&xp->n_adopt, __ATOMIC_RELAXED))
+        rdma_verbs_adopt(xp);
     for (i = 0; i < 4; i++) {
         n = rdma_verbs_cq_poll(xp);
         if (n < 0) {
@@ -244,18 +277,10 @@ rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
         if (n < RDMA_VERBS_POLL_BATCH)
             break;
     }
-    while (xp->n_pending) {
-        uint32_t b = xp->ud_pending[--xp->n_pending];
-        rdma_verbs_cm_dispatch(xp, (const rdma_verbs_msg_t *)
-                               (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH));
-        rdma_verbs_ud_post_recv(xp, b);
-    }
-    /* Timers need the clock; keepalives (every timeout/4 s) only now and
-     * then: keep clock_gettime off most polls of READY connections. */
-    if (xp->n_connecting || (xp->nslots && (++xp->polls & 255) == 0)) {
+    /* Keepalives (every timeout/4 s) need the clock: keep clock_gettime
+     * off most polls. */
+    if ((++xp->polls & 255) == 0) {
         now = rdma_verbs_now();
-        if (xp->n_connecting)
-            rdma_verbs_timer_run(xp, now);
         if (now >= xp->t_keepalive) {
             xp->t_keepalive = now + xp->prm.timeout / 4;
             rdma_verbs_keepalive(xp);
@@ -269,12 +294,13 @@ rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
 }
 
 /* ---- blocking wait ----
- * Every arrival on a completion-driven connection, every read or
- * signalled-write completion and every CM datagram is a CQE on xp->cq, so
- * a CQ event wakes the waiter.  Arm, then the owner polls once more (a CQE
- * that came before the arm is found by that poll, one after it raises the
- * event).  Flag-polled arrivals raise nothing: once a connection polls
- * memory, wait_arm declines and the owner sleeps in short steps. */
+ * Every arrival on a completion-driven connection and every read or
+ * signalled-write completion is a CQE on the data CQ, so a CQ event wakes
+ * the waiter; the channel thread writes wake_fd when it has a connection
+ * for main to adopt.  Arm, then the owner polls once more (a CQE that came
+ * before the arm is found by that poll, one after it raises the event).
+ * Flag-polled arrivals raise nothing: once a connection polls memory,
+ * wait_arm declines and the owner sleeps in short steps. */
 int rdma_verbs_wait_arm(rdma_xport_t * xp)
 {
     return !xp->flag_polled && ibv_req_notify_cq(xp->cq, 0) == 0;
@@ -286,18 +312,24 @@ void rdma_verbs_wait_disarm(rdma_xport_t * xp)
     (void) xp;
 }
 
-/* Sleep until a CQ event or timeout_us; consume every pending event. */
+/* Sleep until a CQ event, a connection to adopt or timeout_us; consume
+ * every pending event. */
 void rdma_verbs_wait(rdma_xport_t * xp, long timeout_us)
 {
-    struct pollfd p = { .fd = xp->chan->fd, .events = POLLIN };
+    struct pollfd p[2] = { {.fd = xp->chan->fd, .events = POLLIN},
+    {.fd = xp->wake_fd, .events = POLLIN}
+    };
     struct timespec ts = { timeout_us / 1000000, (timeout_us % 1000000) * 1000 };
     struct ibv_cq *cq;
     void *ctx;
+    uint64_t n;
 
-    if (ppoll(&p, 1, &ts, NULL) != 1) {
-        xp->polls |= 255;       /* idle: the next progress runs the timers */
+    if (ppoll(p, 2, &ts, NULL) < 1) {
+        xp->polls |= 255;       /* idle: the next progress checks keepalives */
         return;
     }
     while (ibv_get_cq_event(xp->chan, &cq, &ctx) == 0)
         ibv_ack_cq_events(cq, 1);
+    while (read(xp->wake_fd, &n, sizeof(n)) > 0)
+        ;
 }

@@ -185,8 +185,8 @@ int rdma_verbs_qp_timeout(double seconds)
     return t;
 }
 
-/* The process-wide objects on the open device: PD, CQ and its event
- * channel, the CM's UD QP, the registration caches.  On failure the
+/* The process-wide objects on the open device: PD, the data and CM CQs
+ * and their event channels, the CM's UD QP, the registration caches.  On failure the
  * diagnosis is in err and nothing of them is left. */
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
 {
@@ -200,9 +200,11 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
     xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
     if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
         what = "ibv_alloc_pd";
-    else if (rdma_verbs_chan_open(xp))
+    else if (!(xp->chan = rdma_verbs_chan_open(xp)) || !(xp->cm_chan = rdma_verbs_chan_open(xp)))
         what = "ibv_create_comp_channel";
-    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, xp->chan, 0)))
+    else if (!(xp->cq = ibv_create_cq(xp->ctx, xp->cq_size, NULL, xp->chan, 0))
+             || !(xp->cm_cq = ibv_create_cq(xp->ctx, RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND,
+                                            NULL, xp->cm_chan, 0)))
         what = "ibv_create_cq";
     else if (rdma_verbs_ud_create(xp))
         what = "the connection-manager UD QP";
@@ -223,25 +225,32 @@ void rdma_verbs_dev_teardown(rdma_xport_t * xp)
     if (xp->ud)
         ibv_destroy_qp(xp->ud);
     rdma_verbs_mem_free(&xp->udm);
+    if (xp->cm_cq)
+        ibv_destroy_cq(xp->cm_cq);
     if (xp->cq)
         ibv_destroy_cq(xp->cq);
+    if (xp->cm_chan)
+        ibv_destroy_comp_channel(xp->cm_chan);
     if (xp->chan)
         ibv_destroy_comp_channel(xp->chan);
     if (xp->pd)
         ibv_dealloc_pd(xp->pd);
     xp->ud = NULL;
-    xp->cq = NULL;
-    xp->chan = NULL;
+    xp->cq = xp->cm_cq = NULL;
+    xp->chan = xp->cm_chan = NULL;
     xp->pd = NULL;
 }
 
-/* The CQ's event channel, non-blocking: rdma_verbs_wait polls its fd. */
-rdma_status_t rdma_verbs_chan_open(rdma_xport_t * xp)
+/* A CQ event channel, non-blocking: its fd is polled (main's waits, the
+ * channel thread). */
+struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp)
 {
-    int fl;
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(xp->ctx);
+    int fl = ch ? fcntl(ch->fd, F_GETFL) : -1;
 
-    if (!(xp->chan = ibv_create_comp_channel(xp->ctx)))
-        return RDMA_ERR_XPORT;
-    fl = fcntl(xp->chan->fd, F_GETFL);
-    return fl < 0 || fcntl(xp->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+    if (ch && (fl < 0 || fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+        ibv_destroy_comp_channel(ch);
+        return NULL;
+    }
+    return ch;
 }

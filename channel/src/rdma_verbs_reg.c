@@ -255,6 +255,7 @@ static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, cha
                     st.regions, st.bytes, st.idle_regions);
 }
 
+/* Called once the channel thread is stopped ([cm] fields too). */
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "rcache %s, ", xp->memev_on ? "on" : "off");
@@ -266,7 +267,9 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
-        n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped",
-                      (unsigned long long) xp->cm_dropped);
+        n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped, "
+                      "%llu requests refused%s%s", (unsigned long long) xp->cm_dropped,
+                      (unsigned long long) xp->cm_refused, xp->cm_refused ? ": " : "",
+                      xp->cm_why);
     return n;
 }

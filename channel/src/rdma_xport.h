@@ -22,7 +22,13 @@
  *               readies it.  Whoever connects first wins; both sides end up
  *               READY once.
  *   progress()  polls completions and connection requests; never blocks.
- *   close()     releases one connection (after the CH3 close protocol).
+ *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
+ *               liveness checks stop and a failure seen on c afterwards is
+ *               not reported, since the peer may now exit.  c's memory stays
+ *               valid (late credit writes of the peer land there).
+ *   close()     releases one connection: first waits, bounded, until the
+ *               writes already posted on it have landed (the peer may still
+ *               wait for the last one), then frees it.
  *   finalize()  releases everything; the xport pointer is dead after it.
  *
  * Errors (rdma_status.h): every call returns RDMA_OK or a negative status
@@ -31,7 +37,9 @@
  * diagnosis into err; a connection that FAILED keeps its own in c->why
  * (rdma_conn_failed), which later failures of other peers do not overwrite.
  *
- * Threading: the owner serialises all calls on one xport.
+ * Threading: the owner serialises all calls on one xport, except bg_run,
+ * which the channel thread (rdma_thread.h) calls concurrently with them;
+ * the transport guards what bg_run shares (rdma_verbs.h: cm_lock).
  */
 #ifndef RDMA_XPORT_H_INCLUDED
 #define RDMA_XPORT_H_INCLUDED
@@ -41,6 +49,7 @@
 #include "rdma_status.h"
 #include "rb_pipe.h"            /* rb_xport_ops_t: implemented, never called */
 #include "zc.h"                 /* zc_ops_t: likewise */
+#include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
 
 typedef enum {
     RDMA_CONN_IDLE = 0,
@@ -73,6 +82,16 @@ static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
     return RDMA_ERR_PEER;
 }
 
+/* quiesce() of a transport whose writes land when posted and that checks
+ * no liveness (shm, fakes). */
+static inline rdma_status_t rdma_xport_quiesce_plain(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    (void) xp;
+    if (c->state == RDMA_CONN_READY)
+        c->state = RDMA_CONN_CLOSED;
+    return RDMA_OK;
+}
+
 /* The memory one connection's pipe runs over (rb_pipe_init's areas) and
  * how arrivals are detected there. */
 typedef struct rdma_conn_mem {
@@ -84,7 +103,9 @@ typedef struct rdma_conn_mem {
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),
- * progress() and the ops tables, never from another thread. */
+ * progress() and the ops tables, on the owner's thread; only conn_of may
+ * also be called from bg_run (the channel thread): it must be a pure
+ * lookup. */
 typedef struct rdma_xport_events {
     rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
     rdma_status_t (*card_of) (void *arg, int rank, char *buf, size_t len); /* 0 = ok */
@@ -122,6 +143,7 @@ struct rdma_xport_ops {
                  char *card, size_t cardlen, char *err, size_t errlen);
     rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*progress) (rdma_xport_t * xp);
+    rdma_status_t (*quiesce) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*close) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*finalize) (rdma_xport_t * xp);
     const char *(*error) (const rdma_xport_t * xp);
@@ -136,6 +158,13 @@ struct rdma_xport_ops {
     int (*wait_arm) (rdma_xport_t * xp);
     void (*wait) (rdma_xport_t * xp, long timeout_us);
     void (*wait_disarm) (rdma_xport_t * xp);
+    /* Background work (optional; NULL: none).  bg_fds() gives the fds the
+     * channel thread sleeps on (at most max); the thread calls bg_run()
+     * when one is readable or when the deadline bg_run() last returned
+     * (CLOCK_MONOTONIC seconds; 0: none) has passed.  The owner stops the
+     * thread before finalize(). */
+    int (*bg_fds) (rdma_xport_t * xp, int *fds, int max);
+    rdma_thread_run_t bg_run;   /* arg: the rdma_xport_t */
     /* What the pipe calls to make stage bytes visible (ctx = c->priv). */
     const rb_xport_ops_t *pipe_ops;
     /* Zero-copy rendezvous (zc.h), ctx = c->priv; NULL: none.  shm pulls
@@ -146,6 +175,18 @@ struct rdma_xport_ops {
      * cache), or NULL. */
     int (*stats) (const rdma_xport_t * xp, char *buf, size_t len);
 };
+
+/* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */
+static inline int rdma_xport_bg_src(const rdma_xport_ops_t * ops, rdma_xport_t * xp,
+                                    rdma_thread_src_t * src)
+{
+    if (!ops->bg_fds || !xp)
+        return 0;
+    src->nfd = ops->bg_fds(xp, src->fd, RDMA_THREAD_MAX_FD);
+    src->run = ops->bg_run;
+    src->arg = xp;
+    return 1;
+}
 
 extern const rdma_xport_ops_t rdma_xport_shm;
 extern const rdma_xport_ops_t rdma_xport_verbs;

@@ -557,6 +557,7 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .open = rdma_shm_open,
     .connect = rdma_shm_connect,
     .progress = rdma_shm_progress,
+    .quiesce = rdma_xport_quiesce_plain,
     .close = rdma_shm_close,
     .finalize = rdma_shm_finalize,
     .error = rdma_shm_error,

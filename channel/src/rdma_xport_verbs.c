@@ -14,6 +14,43 @@
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
 
+static void rdma_verbs_xp_free(rdma_xport_t * xp)
+{
+    if (xp->kick_fd >= 0)
+        close(xp->kick_fd);
+    if (xp->wake_fd >= 0)
+        close(xp->wake_fd);
+    pthread_mutex_destroy(&xp->cm_lock);
+    free(xp->slots);
+    free(xp->gens);
+    free(xp);
+}
+
+/* The transport object without a device: parameters, the slot table (one
+ * per peer), the CM lock and the two eventfds (rdma_verbs.h). */
+static rdma_xport_t *rdma_verbs_xp_alloc(const rdma_xport_params_t * prm)
+{
+    rdma_xport_t *xp = calloc(1, sizeof(*xp));
+
+    if (!xp)
+        return NULL;
+    xp->prm = *prm;
+    xp->kick_fd = xp->wake_fd = -1;
+    pthread_mutex_init(&xp->cm_lock, NULL);
+    xp->nslots = (uint32_t) (prm->size > 0 ? prm->size : 1);
+    xp->slots = calloc(xp->nslots, sizeof(*xp->slots));
+    xp->gens = calloc(xp->nslots, sizeof(*xp->gens));
+    xp->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    xp->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (gethostname(xp->host, sizeof(xp->host) - 1) || !xp->host[0])
+        snprintf(xp->host, sizeof(xp->host), "?");
+    if (!xp->slots || !xp->gens || xp->kick_fd < 0 || xp->wake_fd < 0) {
+        rdma_verbs_xp_free(xp);
+        return NULL;
+    }
+    return xp;
+}
+
 static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                                      char *card, size_t cardlen, char *err, size_t errlen)
 {
@@ -27,12 +64,11 @@ static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport
     }
     if ((rc = rdma_verbs_memlock_check(prm, err, errlen)))
         return rc;
-    xp = calloc(1, sizeof(*xp));
-    if (!xp) {
-        rdma_say(err, errlen, RDMA_ERR_NOMEM, "out of memory");
+    if (!(xp = rdma_verbs_xp_alloc(prm))) {
+        rdma_say(err, errlen, RDMA_ERR_NOMEM, "out of memory, or no eventfd: %s",
+                 strerror(errno));
         return RDMA_ERR_NOMEM;
     }
-    xp->prm = *prm;
     if (xp->prm.timeout <= 0)
         xp->prm.timeout = 30;
     xp->qp_timeout = rdma_verbs_qp_timeout(xp->prm.timeout);
@@ -65,35 +101,28 @@ static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport
   err_close:
     ibv_close_device(xp->ctx);
   err_free:
-    free(xp);
+    rdma_verbs_xp_free(xp);
     return rc;
 }
 
 static rdma_status_t rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    rdma_verbs_conn_t *vc = c->priv;
-    int rc;
-
-    if (vc)     /* the peer connected to us first */
-        return vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_ERR_PEER : RDMA_OK;
-    if ((rc = rdma_verbs_conn_create(xp, c, &vc)))
-        return rc;
-    c->state = RDMA_CONN_CONNECTING;
-    vc->initiator = 1;
-    rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REQ_SENT);
-    rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REQ);
-    return RDMA_OK;
+    return rdma_verbs_cm_connect(xp, c);
 }
 
 static rdma_status_t rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    (void) xp;
+    if (c->priv)
+        rdma_verbs_drain(c->priv);
+    pthread_mutex_lock(&xp->cm_lock);
     if (c->priv)
         rdma_verbs_conn_release(c->priv);
+    pthread_mutex_unlock(&xp->cm_lock);
     c->state = RDMA_CONN_CLOSED;
     return RDMA_OK;
 }
 
+/* The channel thread is stopped (rdma_xport.h): no lock needed. */
 static rdma_status_t rdma_verbs_finalize(rdma_xport_t * xp)
 {
     uint32_t i;
@@ -101,12 +130,20 @@ static rdma_status_t rdma_verbs_finalize(rdma_xport_t * xp)
     for (i = 0; i < xp->nslots; i++)
         if (xp->slots[i])
             rdma_verbs_close(xp, xp->slots[i]->c);
-    free(xp->slots);
-    free(xp->gens);
     rdma_verbs_dev_teardown(xp);
     ibv_close_device(xp->ctx);
-    free(xp);
+    rdma_verbs_xp_free(xp);
     return RDMA_OK;
+}
+
+/* The channel thread sleeps on the CM CQ's events and on our kicks. */
+static int rdma_verbs_bg_fds(rdma_xport_t * xp, int *fds, int max)
+{
+    if (max < 2)
+        return 0;
+    fds[0] = xp->cm_chan->fd;
+    fds[1] = xp->kick_fd;
+    return 2;
 }
 
 static const char *rdma_verbs_error(const rdma_xport_t * xp)
@@ -134,7 +171,7 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
                     "fork=%s",
                     rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
-                    vc->max_rd_atomic, 128 << vc->xp->pattr.active_mtu, vc->sq_free,
+                    vc->max_rd_atomic, 128 << vc->mtu, vc->sq_free,
                     vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, vc->xp->qp_timeout,
                     ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm,
                     vc->xp->fork_mode);
@@ -145,6 +182,7 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .open = rdma_verbs_open,
     .connect = rdma_verbs_connect,
     .progress = rdma_verbs_progress,
+    .quiesce = rdma_xport_quiesce_plain,
     .close = rdma_verbs_close,
     .finalize = rdma_verbs_finalize,
     .error = rdma_verbs_error,
@@ -152,6 +190,8 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .wait_arm = rdma_verbs_wait_arm,
     .wait = rdma_verbs_wait,
     .wait_disarm = rdma_verbs_wait_disarm,
+    .bg_fds = rdma_verbs_bg_fds,
+    .bg_run = rdma_verbs_cm_run,
     .pipe_ops = &rdma_verbs_pipe_ops,
     .zc = &rdma_verbs_zc_ops,
     .stats = rdma_verbs_stats

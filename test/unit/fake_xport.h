@@ -23,7 +23,8 @@
  *                  rest (with the frame's closing flag) at the receiver's
  *                  next progress() -- flag polling must wait for it
  *   kill_peer      rank+1: the next progress() of every other rank finds
- *                  its connection to that rank dead (FAILED, RDMA_ERR_PEER)
+ *                  its connection to that rank dead (FAILED, RDMA_ERR_PEER),
+ *                  unless quiesce() closed it (the transport stopped looking)
  */
 #ifndef FAKE_XPORT_H_INCLUDED
 #define FAKE_XPORT_H_INCLUDED
@@ -257,7 +258,8 @@ static rdma_status_t fake_kill(rdma_xport_t * xp)
     int r = fake_faults.kill_peer - 1;
     char why[64];
 
-    if (r < 0 || r == xp->prm.rank || !xp->end[r] || xp->end[r]->c->state == RDMA_CONN_FAILED)
+    if (r < 0 || r == xp->prm.rank || !xp->end[r] || xp->end[r]->c->state == RDMA_CONN_FAILED
+        || xp->end[r]->c->state == RDMA_CONN_CLOSED)
         return RDMA_OK;
     snprintf(why, sizeof(why), "fake: connection to rank %d died", r);
     snprintf(xp->err, sizeof(xp->err), "%s", why);
@@ -344,6 +346,7 @@ static void fake_wait_disarm(rdma_xport_t * xp)
 
 #define FAKE_OPS(name_, open_)                                                  \
     {.name = name_,.open = open_,.connect = fake_connect,.progress = fake_progress, \
+     .quiesce = rdma_xport_quiesce_plain,                                        \
      .close = fake_close,.finalize = fake_finalize,.error = fake_error,            \
      .describe = fake_describe,.wait_arm = fake_wait_arm,.wait = fake_wait,        \
      .wait_disarm = fake_wait_disarm,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops}

@@ -224,6 +224,31 @@ static void test_failures(void)
     world_close();
 }
 
+/* CH3's close handshake with rank 1 is done (its VC is INACTIVE, which
+ * CH3 counts as in use) and rank 1 exits while rank 0 still waits for
+ * rank 2: the closed connection's death is no error; rank 2's still is. */
+static void test_closing_window(void)
+{
+    static const int node[NR] = { 0, 0, 0 };
+    char m[8];
+
+    if (world_open(3, node, RDMA_TRANSPORT_AUTO) || send_recv(0, 1, "a", m, 2)
+        || send_recv(0, 2, "b", m, 2)) {
+        ok(0, "set up");
+        return;
+    }
+    rdma_link_quiesce(&R[0].link[1]);
+    ok(R[0].link[1].xc.state == RDMA_CONN_CLOSED && R[0].link[2].xc.state == RDMA_CONN_READY,
+       "quiesce closes that connection only");
+    fake_faults.kill_peer = 2;  /* rank 1 */
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_CLOSED,
+       "a peer that exits after the close handshake is no error");
+    fake_faults.kill_peer = 3;  /* rank 2 */
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_ERR_PEER, "a peer still connected that dies is one");
+    fake_faults.kill_peer = 0;
+    world_close();
+}
+
 static void test_proto_error(void)
 {
     static const int node[NR] = { 0, 0, 0 };
@@ -283,6 +308,7 @@ int main(void)
     test_card_token();
     test_data();
     test_failures();
+    test_closing_window();
     test_proto_error();
     test_wait();
     return done_testing();

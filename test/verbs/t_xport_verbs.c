@@ -24,6 +24,7 @@
 
 #include "conform.h"
 #include "tap.h"
+#include "rdma_verbs.h"         /* rdma_verbs_mtu_pick */
 
 #define GROUP_LIMIT 90.0       /* seconds per scenario */
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
@@ -137,6 +138,7 @@ static void rank_forged(node_t * nd)
     while (conform_now() < until)
         if (conform_progress(nd))
             exit(1);
+    rdma_thread_stop(&nd->thr);         /* stats reads the CM's counters */
     rdma_xport_verbs.stats(nd->xp, stats, sizeof(stats));
     d = strstr(stats, "cm: ");
     if (d)
@@ -147,13 +149,25 @@ static void rank_forged(node_t * nd)
     exit(dropped ? 0 : 1);
 }
 
+/* Change the last hex digit of the card's auth (its sixth field). */
+static void forge_auth(char *card)
+{
+    char *p = card;
+    int dots = 0;
+
+    while (*p && !(*p == '.' && ++dots == 6))
+        p++;
+    if (dots == 6)
+        p[-1] = p[-1] == '0' ? '1' : '0';
+}
+
 /* The verbs scenarios of conform's ranks. */
 static void verbs_hook(node_t * nd, int phase)
 {
     if (nd->sc->ext == EXT_FORGE && phase == CONFORM_CARDS) {
         if (nd->rank == 1)
             rank_forged(nd);
-        nd->cards[1][strlen(nd->cards[1]) - 1] ^= 1;    /* the auth: last hex digits */
+        forge_auth(nd->cards[1]);
     }
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DATA)
         nd->rank == 1 ? rank_zcopy_offer(nd) : rank_zcopy_take(nd);
@@ -218,12 +232,12 @@ static const conform_case_t verbs_cases[] = {
      "destination, registered once, not per read; a receive-side region cannot be read",
      {.ext = EXT_ZCOPY}, NULL},
     {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
-     {.kill_rank = 1, .timeout = 5}, "connection to rank 1 failed: "},
+     {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},
     {"forged", "connection requests without the peer's auth are dropped and counted "
      "(timeout 3 s)", {.ext = EXT_FORGE, .ext_fails = 1, .timeout = 3},
-     "rank 1 did not answer the connection request"},
+     "did not answer the connection request"},
     {"silent", "connect to a rank that never answers (timeout 3 s)",
-     {.silent_rank = 1, .timeout = 3}, "rank 1 did not answer the connection request within 3 s"}
+     {.silent_rank = 1, .timeout = 3}, "did not answer the connection request within 3 s"}
 };
 
 
@@ -266,6 +280,18 @@ static void check_fork_mode(void)
        "fork: ibv_fork_init fails: reported unprotected");
 }
 
+/* Path MTU: the smaller of both ports' (a REQ/REP carries the sender's). */
+static void check_mtu_pick(void)
+{
+    ok(rdma_verbs_mtu_pick(IBV_MTU_4096, IBV_MTU_1024) == IBV_MTU_1024
+       && rdma_verbs_mtu_pick(IBV_MTU_1024, IBV_MTU_4096) == IBV_MTU_1024
+       && rdma_verbs_mtu_pick(IBV_MTU_2048, IBV_MTU_2048) == IBV_MTU_2048,
+       "path MTU: the smaller of the local and the peer's port MTU");
+    ok(rdma_verbs_mtu_pick(IBV_MTU_4096, 0) == IBV_MTU_4096
+       && rdma_verbs_mtu_pick(IBV_MTU_1024, 9) == IBV_MTU_1024,
+       "path MTU: a message without a valid MTU leaves the local one");
+}
+
 int main(int argc, char **argv)
 {
     const char *only = getenv("CH3RDMA_T_XPORT_VERBS_ONLY");    /* e.g. "kill,basic" */
@@ -275,6 +301,7 @@ int main(int argc, char **argv)
     conform_t = &verbs_dev;
     setvbuf(stdout, NULL, _IOLBF, 0);
     check_fork_mode();
+    check_mtu_pick();
     ok(check_open_fails("open(device=nosuchdev)", "nosuchdev", 0, RDMA_ERR_NODEV,
                         "no RDMA device with an active port (ibv_get_device_list found"),
        "open() with device=nosuchdev fails with the no-device diagnosis");

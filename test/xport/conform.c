@@ -348,7 +348,7 @@ static void rank_connect(node_t * nd)
     int p;
 
     if (nd->rank == sc->late_rank)
-        usleep(1500 * 1000);
+        usleep((useconds_t) (sc->late * 1e6));
     conform_say(nd, "S %.6f", conform_now());
     for (p = 0; p < sc->nprocs; p++) {
         if (p == nd->rank || (!sc->all_connect && p < nd->rank))
@@ -415,11 +415,55 @@ static void rank_silent(node_t * nd)
     exit(0);
 }
 
+/* The close handshake as CH3 does it: a last message each way, then
+ * quiesce.  The exit rank leaves at once (its last write may still be in
+ * its send queue: close() must drain it); the others keep progressing for
+ * `late` s, long enough for keepalives to come due on the closed link. */
+static void rank_close_handshake(node_t * nd)
+{
+    const scen_t *sc = nd->sc;
+    double until;
+    int p;
+
+    for (p = 0; p < sc->nprocs; p++) {
+        if (p == nd->rank || (nd->rank != sc->exit_rank && p != sc->exit_rank))
+            continue;
+        pp_move(nd, p, 1);
+        pp_move(nd, p, 0);
+        rdma_link_quiesce(&nd->conns[p]);
+    }
+    if (nd->rank == sc->exit_rank) {
+        rdma_thread_stop(&nd->thr);
+        for (p = 0; p < sc->nprocs; p++)
+            if (p != nd->rank)
+                conform_t->ops->close(nd->xp, &nd->conns[p].xc);
+        conform_t->ops->finalize(nd->xp);
+        exit(0);
+    }
+    for (until = conform_now() + sc->late; conform_now() < until;)
+        conform_progress(nd);
+}
+
 /* The transport's own scenario, if any, at this phase. */
 static void rank_hook(node_t * nd, int phase)
 {
     if (nd->sc->ext && conform_t->hook)
         conform_t->hook(nd, phase);
+}
+
+/* The channel thread on the transport's background work, as rdma_chan
+ * starts it once the cards are known. */
+static void rank_thread_start(node_t * nd)
+{
+    rdma_thread_src_t src;
+    char err[RDMA_MSG_LEN];
+
+    rdma_thread_init(&nd->thr);
+    if (rdma_xport_bg_src(conform_t->ops, nd->xp, &src)
+        && (rdma_thread_add(&nd->thr, &src) || rdma_thread_start(&nd->thr, err, sizeof(err)))) {
+        conform_say(nd, "D channel thread: %s", err);
+        exit(1);
+    }
 }
 
 static void rank_main(const scen_t * sc, int rank, int fd)
@@ -445,16 +489,20 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         str_copy(nd.cards[p++], CONFORM_CARD_LEN, tok);
     if (rank == sc->silent_rank)
         rank_silent(&nd);
+    rank_thread_start(&nd);
     rank_hook(&nd, CONFORM_CARDS);
     rank_connect(&nd);
     if (sc->silent_rank <= 0 && !sc->ext_fails && !rank_stream(&nd)) {
         if (sc->pingpong)
             rank_pingpong(&nd);
         rank_check_ready(&nd);
+        if (sc->exit_rank > 0)
+            rank_close_handshake(&nd);
     }
     rank_hook(&nd, CONFORM_DATA);
     conform_barrier(&nd);
     rank_hook(&nd, CONFORM_DONE);
+    rdma_thread_stop(&nd.thr);
     for (p = 0; p < sc->nprocs; p++)
         if (p != rank)
             conform_t->ops->close(nd.xp, &nd.conns[p].xc);
@@ -626,7 +674,7 @@ static int group_run(const scen_t * sc, group_t * g)
 /* ----------------------------------------------------------- scenarios */
 
 /* A scenario with its zero fields set to the defaults (rank 0 is never the
- * kill, silent or late rank, so 0 there means "none"). */
+ * kill, silent, late or exit rank, so 0 there means "none"). */
 scen_t conform_defaults(const scen_t * in)
 {
     scen_t sc = in ? *in : (scen_t) { 0 };
@@ -639,6 +687,8 @@ scen_t conform_defaults(const scen_t * in)
     sc.kill_rank = sc.kill_rank ? sc.kill_rank : -1;
     sc.silent_rank = sc.silent_rank ? sc.silent_rank : -1;
     sc.late_rank = sc.late_rank ? sc.late_rank : -1;
+    sc.exit_rank = sc.exit_rank ? sc.exit_rank : -1;
+    sc.late = sc.late > 0 ? sc.late : 1.5;
     return sc;
 }
 
@@ -695,6 +745,12 @@ const conform_case_t conform_cases[] = {
      {.nprocs = 3, .all_connect = 1, .inline_size = 4096}, NULL},
     {"late", "responder progresses 1.5 s late: one connection",
      {.late_rank = 1, .timeout = 10}, NULL},
+    {"busy", "responder does not call the transport for 3x the timeout (2 s): its channel "
+     "thread answers, nobody is reported dead, streams", {.late_rank = 1, .late = 6,
+                                                          .timeout = 2}, NULL},
+    {"closed", "3 ranks; rank 1 exits right after its close handshake with rank 0, which "
+     "progresses 3x the timeout (2 s) more: its last message lands, nothing is reported",
+     {.nprocs = 3, .exit_rank = 1, .late = 6, .timeout = 2}, NULL},
 };
 const size_t conform_ncases = sizeof(conform_cases) / sizeof(conform_cases[0]);
 

@@ -18,7 +18,11 @@
  * carry random-size streams both ways at once through a small ring
  * (wraparound, full rings) with every byte verified, in both pipe modes,
  * with superpipeline groups, a ping-pong, and a blocking receiver that
- * sleeps in wait() without losing a wakeup.  A transport adds its own
+ * sleeps in wait() without losing a wakeup, and a peer that does not call
+ * the transport for three times the timeout (its channel thread runs, as
+ * in rdma_chan) is waited for, not reported dead, and a peer that exits
+ * right after the close handshake is no failure (its last write still
+ * lands).  A transport adds its own
  * scenarios (peer death, zero-copy rights...) through conform_xport_t.
  */
 #ifndef CONFORM_H_INCLUDED
@@ -43,8 +47,15 @@ typedef struct scen {
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
     int block;                  /* ping-pong receivers sleep in wait() */
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
-    int silent_rank;            /* this rank never calls progress */
-    int late_rank;              /* this rank sleeps 1.5 s before progressing */
+    int silent_rank;            /* this rank never calls progress and runs no
+                                 * channel thread: nothing answers for it */
+    int late_rank;              /* this rank sleeps `late` s before it calls
+                                 * the transport (its channel thread runs) */
+    double late;                /* default 1.5 s */
+    int exit_rank;              /* after the close handshake (8 bytes each
+                                 * way, then quiesce) this rank closes and
+                                 * exits at once; the others progress `late`
+                                 * s more: no failure may be reported */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
     double timeout;
@@ -58,6 +69,7 @@ typedef struct node {
     rdma_link_config_t link;
     int nready, ready_calls[CONFORM_MAXP];
     rdma_xport_t *xp;
+    rdma_thread_t thr;          /* the channel thread, as rdma_chan runs it */
     unsigned seed;
     void *ext[4];               /* the hook's state */
 } node_t;

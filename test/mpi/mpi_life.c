@@ -1,0 +1,170 @@
+/*
+ * mpi_life: connection lifecycle under real timing (issue: a busy peer is
+ * not a dead peer).  One scenario per run:
+ *
+ *   mpi_life late S     rank 0 sends 1 MiB to rank 1 right after MPI_Init;
+ *                       rank 1 makes no MPI call for S seconds, then
+ *                       receives and verifies.  Prints "late: ok after S s".
+ *   mpi_life stagger S  every pair exchanges a message, then rank r waits
+ *                       r * S seconds before MPI_Finalize (rank 1 exits while
+ *                       rank 0 still waits for the others in its finalize).
+ *                       Prints "stagger: rank r finalized".
+ *   mpi_life window S   the closing window: rank 1 exchanges with rank 0
+ *                       only and exits at once; ranks 2.. exchange with
+ *                       rank 0, then wait S seconds before MPI_Finalize.
+ *                       Rank 0's connection to rank 1 is closed while its
+ *                       finalize waits S s for the others: nothing on that
+ *                       closed connection may fail the job.  3 ranks or more.
+ *                       Prints "window: rank r finalized".
+ *   mpi_life kill       after a barrier rank 1 SIGKILLs itself; rank 0 then
+ *                       exchanges with it (MPI_ERRORS_RETURN) and prints
+ *                       "kill: rank 0 saw the failure after T s: <error>",
+ *                       exit status 3.  Run with mpiexec -disable-auto-cleanup.
+ *
+ * Timings are printed, never asserted here: the test scripts compare them
+ * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
+ */
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEN (1 << 20)
+
+static int rank, size;
+
+static void pause_s(double s)
+{
+    struct timespec ts = { (time_t) s, (long) ((s - (double) (time_t) s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void fill(unsigned char *b, int n, int seed)
+{
+    for (int i = 0; i < n; i++)
+        b[i] = (unsigned char) (seed * 31 + i * 7 + (i >> 10));
+}
+
+static int check(const unsigned char *b, int n, int seed)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += b[i] != (unsigned char) (seed * 31 + i * 7 + (i >> 10));
+    return bad;
+}
+
+static int late(double s)
+{
+    unsigned char *b = malloc(LEN);
+    double t0 = MPI_Wtime();
+    int bad = 0;
+
+    if (rank == 0) {
+        fill(b, LEN, 1);
+        MPI_Send(b, LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        pause_s(s);     /* computing: no MPI call */
+        MPI_Recv(b, LEN, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        bad = check(b, LEN, 1);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("late: %s after %.1f s (%d bad bytes)\n", bad ? "CORRUPT" : "ok",
+               MPI_Wtime() - t0, bad);
+    free(b);
+    return bad != 0;
+}
+
+static int stagger(double s)
+{
+    int i, out = rank, in, bad = 0;
+
+    for (i = 0; i < size; i++)
+        if (i != rank) {
+            MPI_Sendrecv(&out, 1, MPI_INT, i, 0, &in, 1, MPI_INT, i, 0, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+            bad += in != i;
+        }
+    pause_s(rank * s);
+    return bad != 0;
+}
+
+static int window(double s)
+{
+    int i, out = rank, in, bad = 0;
+
+    for (i = 0; i < size; i++)
+        if (i != rank && (rank == 0 || i == 0)) {
+            MPI_Sendrecv(&out, 1, MPI_INT, i, 0, &in, 1, MPI_INT, i, 0, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+            bad += in != i;
+        }
+    if (rank >= 2)
+        pause_s(s);
+    return bad != 0;
+}
+
+static int kill_one(void)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int v = 0, len = 0, rc;
+    double t0;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1)
+        raise(SIGKILL);
+    if (rank != 0)
+        return 0;
+    pause_s(0.5);
+    t0 = MPI_Wtime();
+    rc = MPI_Sendrecv_replace(&v, 1, MPI_INT, 1, 0, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+        printf("kill: rank 0 exchanged with a killed rank\n");
+        return 1;
+    }
+    MPI_Error_string(rc, msg, &len);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    printf("kill: rank 0 saw the failure after %.1f s: %s\n", MPI_Wtime() - t0, msg);
+    fflush(stdout);
+    _exit(3);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    double s = argc > 2 ? atof(argv[2]) : 0;
+    int rc;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (size < 2) {
+        fprintf(stderr, "mpi_life: needs 2 ranks or more\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (!strcmp(mode, "late"))
+        rc = late(s);
+    else if (!strcmp(mode, "stagger"))
+        rc = stagger(s);
+    else if (!strcmp(mode, "window") && size >= 3)
+        rc = window(s);
+    else if (!strcmp(mode, "kill"))
+        rc = kill_one();
+    else {
+        fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+        return 2;
+    }
+    MPI_Finalize();
+    if (!strcmp(mode, "stagger") || !strcmp(mode, "window"))
+        printf("%s: rank %d finalized%s\n", mode, rank, rc ? " (bad data)" : "");
+    return rc;
+}
