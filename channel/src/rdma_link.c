@@ -48,7 +48,8 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     const zc_stats_t *st = &l->zc.stats;
     int n, k;
 
-    if (l->xc.state != RDMA_CONN_READY || st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
+    if ((l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSED)
+        || st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
         return 0;
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
                  "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B); ring "
