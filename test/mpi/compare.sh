@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # compare.sh [DIRS] [OUT] [VM_DIRS] -- MPICH's test/mpi directories against
 # ch3:nemesis and ch3:rdma (shm natively), and VM_DIRS (default
-# init,errhan,pt2pt,rma: the emulated VM is ~40x slower) on ch3:rdma over
+# init,errhan,pt2pt,rma,threads: the emulated VM is ~40x slower) on ch3:rdma over
 # verbs inside the Soft-RoCE VM; prints pass counts and every test that
 # passes on nemesis but not on rdma.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-dirs=${1:-init,pt2pt,datatype,comm,errhan,coll,rma}
+dirs=${1:-init,pt2pt,datatype,comm,errhan,coll,rma,threads}
 out=${2:-$TOP/results/testsuite-$(date +%Y%m%d-%H%M)}
-vmdirs=${3:-init,errhan,pt2pt,rma}
+vmdirs=${3:-init,errhan,pt2pt,rma,threads}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 ts=$TOP/test/mpi/testsuite.sh
 "$ts" nemesis "$dirs" "$out"
