@@ -5,7 +5,8 @@
 #include <string.h>
 #include "zc.h"
 
-enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE };
+enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE, ZC_TX_PART };
+enum { ZC_ENTRY_WAIT = 0, ZC_ENTRY_TAKEN, ZC_ENTRY_COPY, ZC_ENTRY_PART };  /* zc_tx_entry */
 enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1 };
 enum { ZC_IOV_MAX = 64 };
 
@@ -17,6 +18,8 @@ typedef struct zc_req {
 
 typedef struct zc_fin {         /* FIN and PUSHED */
     uint32_t id, status;
+    uint64_t done;              /* FIN refused: bytes pulled before the
+                                 * refusal, the rest comes through the ring */
 } zc_fin_t;
 
 typedef struct zc_push {
@@ -84,9 +87,9 @@ int zc_busy(const zc_conn_t * z)
 }
 
 /* Send the FIN or PUSHED that *due says is owed, if the ring has room. */
-static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, int *due)
+static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, size_t done, int *due)
 {
-    zc_fin_t m = { id, (uint32_t) status };
+    zc_fin_t m = { id, (uint32_t) status, done };
     int sent = 0, rc;
 
     if (!*due)
@@ -98,9 +101,11 @@ static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, int *d
 
 static int zc_ctrl_flush(zc_conn_t * z)
 {
-    int rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, &z->tx.pushed_due);
+    int rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, 0,
+                          &z->tx.pushed_due);
 
-    return rc ? rc : zc_ctrl_send(z, ZC_FRAME_FIN, z->rx.fin_id, z->rx.fin_status, &z->rx.fin_due);
+    return rc ? rc : zc_ctrl_send(z, ZC_FRAME_FIN, z->rx.fin_id, z->rx.fin_status,
+                                  z->rx.fin_done, &z->rx.fin_due);
 }
 
 /* ------------------------------------------------------------ sender */
@@ -145,30 +150,38 @@ static void zc_auto_note(zc_conn_t * z, int hit)
     z->win_n = z->win_hits = 0;
 }
 
-/* Advance the rendezvous of candidate e: *done = 1 when FIN ok arrived (e
- * is accepted), -1 when e must take the copy path after all, else 0. */
+/* Advance the rendezvous of candidate e, *done = ZC_ENTRY_TAKEN when FIN
+ * ok arrived (e is accepted), _COPY when e must take the copy path after
+ * all, _PART when the receiver pulled tx.part bytes of it and refused the
+ * rest (those are accepted, the rest takes the copy path), else _WAIT. */
 static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
 {
     zc_req_t req = { (uintptr_t) e->iov_base, e->iov_len, 0, z->tx.id + 1, 0 };
     void *handle;
     int hit = 0, sent = 0, rc;
 
-    *done = 0;
+    *done = ZC_ENTRY_WAIT;
     if (z->tx.state == ZC_TX_WAIT)
         return RDMA_OK;
+    if (z->tx.state == ZC_TX_PART) {
+        z->tx.state = ZC_TX_IDLE;
+        z->stats.zc_bytes += z->tx.part;
+        *done = ZC_ENTRY_PART;
+        return RDMA_OK;
+    }
     if (z->tx.state == ZC_TX_DONE) {
         z->ops->unexpose(z->ctx, z->tx.handle);
         z->tx.state = ZC_TX_IDLE;
         z->stats.zc_msgs++;
         z->stats.zc_bytes += e->iov_len;
         z->stats.zc_by_log2[zc_log2(e->iov_len)]++;
-        *done = 1;
+        *done = ZC_ENTRY_TAKEN;
         return RDMA_OK;
     }
     if (z->ops->expose(z->ctx, e->iov_base, e->iov_len, &req.key, &handle, &hit)) {
         z->backoff = ZC_AUTO_BACKOFF;
         zc_copy_note(z, e);
-        *done = -1;
+        *done = ZC_ENTRY_COPY;
         return RDMA_OK;
     }
     rc = rb_pipe_put_ctrl(z->pipe, ZC_FRAME_REQ, &req, sizeof(req), &sent);
@@ -204,27 +217,33 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
         if (k == n)
             break;
         rc = zc_tx_entry(z, &iov[k], &done);
-        if (done == 0)
+        if (done == ZC_ENTRY_PART)
+            *nbytes += z->tx.part;      /* CH3 offers the rest again: ring */
+        if (done == ZC_ENTRY_WAIT || done == ZC_ENTRY_PART)
             break;
-        if (done > 0)
+        if (done == ZC_ENTRY_TAKEN)
             *nbytes += iov[k].iov_len;
-        i = done > 0 ? k + 1 : k;
+        i = done == ZC_ENTRY_TAKEN ? k + 1 : k;
     }
     return rc;
 }
 
 /* FIN for our REQ: ok -> the entry is accepted by the next zc_putv;
- * refused -> unexpose, the entry and later ones go through the ring. */
+ * refused -> unexpose; the next zc_putv accepts the fin->done bytes the
+ * receiver pulled (none if it could pull nothing), the rest of the entry
+ * and later ones go through the ring. */
 static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
 {
-    if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_REFUSED)
+    if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_REFUSED
+        || fin->done >= z->tx.len)
         return RDMA_ERR_PROTO;
     if (fin->status == ZC_FIN_PULLED) {
         z->tx.state = ZC_TX_DONE;
         return RDMA_OK;
     }
     z->ops->unexpose(z->ctx, z->tx.handle);
-    z->tx.state = ZC_TX_IDLE;
+    z->tx.state = fin->done ? ZC_TX_PART : ZC_TX_IDLE;
+    z->tx.part = fin->done;
     z->refused = 1;
     z->stats.refused_rx++;
     return RDMA_OK;
@@ -258,12 +277,14 @@ static int zc_rx_finish(zc_conn_t * z, int status)
     z->rx.active = 0;
     z->rx.fin_id = z->rx.id;
     z->rx.fin_status = status;
+    z->rx.fin_done = status == ZC_FIN_PULLED ? 0 : z->rx.returned;
     z->rx.fin_due = 1;
     if (status == ZC_FIN_PULLED) {
         z->stats.pulled_msgs++;
         z->stats.pulled_bytes += z->rx.len;
     } else {
         z->stats.refused_tx++;
+        z->stats.pulled_bytes += z->rx.fin_done;
     }
     return zc_ctrl_flush(z);
 }
@@ -355,8 +376,11 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
     m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
     rc = z->ops->pull(z->ctx, dst, m, z->rx.raddr + z->rx.posted, z->rx.key,
                       zc_iov_total(dst, m), &posted);
-    if (rc == RDMA_ERR_REFUSED && z->rx.posted == 0)
-        return zc_rx_finish(z, ZC_FIN_REFUSED);
+    /* refused (verbs: the next window cannot be pinned): once nothing is in
+     * flight and the caller has every pulled byte, the rest comes through
+     * the ring (FIN refused says from where) */
+    if (rc == RDMA_ERR_REFUSED)
+        return z->rx.posted == z->rx.returned ? zc_rx_finish(z, ZC_FIN_REFUSED) : RDMA_OK;
     if (rc != RDMA_OK)
         return RDMA_ERR_XPORT;
     z->rx.posted += posted;

@@ -12,7 +12,9 @@
  * When FIN {id, ok} has arrived, the next zc_putv accepts the whole entry
  * and unexposes it.  FIN {id, refused} (the receiver cannot pull: no CMA
  * permission, registration refused) sends the entry, and every later one,
- * through the ring instead.  Entries before and after go through the ring
+ * through the ring instead; when the receiver had pulled part of it before
+ * it could pin no more, FIN carries that count, the next zc_putv accepts
+ * those bytes and the rest of the entry goes through the ring.  Entries before and after go through the ring
  * as usual; the byte stream is unchanged.
  *
  * Receiver (zc_getv).  Copies DATA frames like rb_pipe_getv.  At a REQ it
@@ -75,7 +77,9 @@ typedef struct zc_ops {
      * holds at least len bytes); *posted = bytes started (bounded by the
      * transport's outstanding limit), completions via zc_pulled() (possibly
      * before pull returns).  RDMA_ERR_REFUSED: nothing started, this side
-     * cannot pull from that peer; RDMA_ERR_XPORT: the connection broke. */
+     * cannot pull (more) from that peer: once nothing is in flight, the
+     * rest of the entry comes through the ring; RDMA_ERR_XPORT: the
+     * connection broke. */
     rdma_status_t (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
                 size_t len, size_t *posted);
     /* Split copy (NULL: not supported): write len bytes at src into the
@@ -91,11 +95,11 @@ typedef struct zc_config {
 } zc_config_t;
 
 typedef struct zc_stats {
-    uint64_t zc_msgs, zc_bytes;         /* entries sent zero-copy */
+    uint64_t zc_msgs, zc_bytes;         /* entries (and bytes, also of parts) sent zero-copy */
     uint64_t copy_msgs, copy_bytes;     /* candidates sent through the ring */
     uint64_t hits, misses;              /* exposures served by the cache or not */
     uint64_t refused_tx, refused_rx;    /* FIN refused sent / received */
-    uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver */
+    uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver, bytes pulled */
     uint64_t split_msgs, pushed_bytes;  /* receiver: split REQs; sender: bytes pushed */
     uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];
 } zc_stats_t;
@@ -112,6 +116,7 @@ typedef struct zc_conn {
         uint32_t id;
         int state;              /* ZC_TX_* (zc.c) */
         int pushed_due, pushed_status;  /* PUSHED still to send */
+        size_t part;            /* FIN refused after this many bytes pulled */
     } tx;
     struct {
         uint64_t raddr, key;
@@ -123,6 +128,7 @@ typedef struct zc_conn {
                                  * once done (really pulled) reaches split_at */
         void *push_handle;      /* the pushed range, exposed until PUSHED */
         uint32_t id, fin_id;
+        size_t fin_done;        /* FIN refused: bytes the caller got */
         int active, fin_due, fin_status, push_wait;
     } rx;
     const char *copy_end;       /* end of the entry the ring is copying */

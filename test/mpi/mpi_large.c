@@ -5,7 +5,9 @@
  *
  *   mpi_large [max_mib [huge [MIB [ROFF]]]]
  *       sizes up to max_mib MiB (default 64); huge: also one message of
- *       MIB MiB (default 2049: 2 GiB + 1 MiB) received at offset ROFF;
+ *       MIB MiB (default 2049: 2 GiB + 1 MiB) received at offset ROFF
+ *       (edge: 8 MiB before a 64 MiB boundary, where verbs starts a new
+ *       receive registration window);
  *       max_mib 0: that message only
  *
  * The remap checks catch stale registrations: a buffer is sent (so its
@@ -167,16 +169,24 @@ static void crossing(void)
     free(st);
 }
 
+#define EDGE SIZE_MAX
+#define WINDOW (64 * (size_t) MiB)
+
 /* One message of mib MiB (count of a 1 MiB contiguous type) received at
  * byte offset roff of the receive buffer: > 2 GiB exceeds what one
- * process_vm_readv moves, so the copies come back short. */
+ * process_vm_readv moves, so the copies come back short.  roff EDGE: the
+ * receiver can pin the first 8 MiB (one window) and, under a low memlock
+ * limit, not the next window. */
 static void huge(size_t mib, size_t roff)
 {
-    size_t len = mib * MiB;
-    unsigned char *b = rank < 2 ? malloc(len + roff) : NULL;
+    size_t len = mib * MiB, extra = roff == EDGE ? WINDOW : roff;
+    unsigned char *b = rank < 2 ? malloc(len + extra) : NULL;
     long errs = rank < 2 && b == NULL;
     char what[80];
     MPI_Datatype t;
+
+    if (roff == EDGE)
+        roff = (WINDOW - ((uintptr_t) b + 8 * MiB) % WINDOW) % WINDOW;
 
     MPI_Type_contiguous(MiB, MPI_BYTE, &t);
     MPI_Type_commit(&t);
@@ -184,7 +194,7 @@ static void huge(size_t mib, size_t roff)
         fill(b, len, 51);
         MPI_Send(b, (int) mib, t, 1, 4, MPI_COMM_WORLD);
     } else if (b && rank == 1) {
-        memset(b, 0, len + roff);
+        memset(b, 0, len + extra);
         MPI_Recv(b + roff, (int) mib, t, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         errs += bad_bytes(b + roff, len, 51) != 0;
     }
@@ -213,7 +223,8 @@ int main(int argc, char **argv)
         crossing();
     }
     if (big)
-        huge(argc > 3 ? strtoul(argv[3], NULL, 0) : 2049, argc > 4 ? strtoul(argv[4], NULL, 0) : 0);
+        huge(argc > 3 ? strtoul(argv[3], NULL, 0) : 2049, argc < 5 ? 0 :
+             !strcmp(argv[4], "edge") ? EDGE : strtoul(argv[4], NULL, 0));
     MPI_Finalize();
     return failures ? 1 : 0;
 }

@@ -16,6 +16,10 @@
 typedef struct fake {
     zc_conn_t z;
     int async, refuse, expose_fail, hit, push_refuse;
+    size_t refuse_after;        /* refuse once this many bytes are pulled and
+                                 * none are in flight (verbs: the next window
+                                 * cannot be pinned); 0: never */
+    size_t pulled;
     size_t pull_max;            /* bytes per pull call (0: all) */
     int short_rand;             /* each pull moves 1..pull_max bytes at random,
                                  * like a capped process_vm_readv */
@@ -66,9 +70,14 @@ static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uin
         return RDMA_ERR_REFUSED;
     if (key != 0x5eed)
         return RDMA_ERR_XPORT;
+    if (f->refuse_after && f->pulled >= f->refuse_after)
+        return f->qt == f->qh ? RDMA_ERR_REFUSED : RDMA_OK;
     f->pulls++;
     if (f->pull_max && len > f->pull_max)
         len = f->short_rand ? rnd_in(1, f->pull_max) : f->pull_max;
+    if (f->refuse_after && len > f->refuse_after - f->pulled)
+        len = f->refuse_after - f->pulled;
+    f->pulled += len;
     for (i = 0; i < n && *posted < len; i++) {
         size_t k = dst[i].iov_len < len - *posted ? dst[i].iov_len : len - *posted;
         if (f->async) {
@@ -285,6 +294,27 @@ static void test_refused(void)
        "later large entries take the copy path at once");
 }
 
+/* The receiver pulls part of the body, then can pin no more (verbs: the
+ * next registration window fails): the rest comes through the ring. */
+static void test_refused_late(void)
+{
+    int async;
+
+    for (async = 0; async < 2; async++) {
+        setup(16384, 4096, ZC_MODE_ZCOPY);
+        FB.async = async;
+        FB.pull_max = 3000;
+        FB.refuse_after = 100000;
+        ok(xfer_run(&FA, &FB, 1 << 20, NULL), "%s pulls refused after 100000 B: the rest "
+           "goes through the ring, 1 MiB intact", async ? "async" : "sync");
+        ok(FB.z.stats.refused_tx == 1 && FA.z.stats.refused_rx == 1 && FA.unexposed == 1
+           && FA.z.stats.zc_msgs == 0 && FA.z.stats.zc_bytes == 100000
+           && FB.z.stats.pulled_bytes == 100000, "counted as refused, exposure released");
+        ok(A.p.stats.bytes_tx > (1 << 20) - 100000 && A.p.stats.bytes_tx < (1 << 20),
+           "only the part not pulled crossed the ring");
+    }
+}
+
 static void test_expose_fail(void)
 {
     setup(16384, 4096, ZC_MODE_ZCOPY);
@@ -482,7 +512,7 @@ static void test_split_short(void)
 
 static void test_proto(void)
 {
-    uint32_t fin[2] = { 77, 0 };
+    uint32_t fin[4] = { 77, 0, 0, 0 };      /* zc_fin_t: id, status, done */
     int sent = 0;
     size_t nb;
 
@@ -503,6 +533,7 @@ int main(void)
     test_async();
     test_hold();
     test_refused();
+    test_refused_late();
     test_expose_fail();
     test_modes();
     test_crossing();
