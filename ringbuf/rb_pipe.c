@@ -133,6 +133,11 @@ rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
         bad = "sched_max";
     else if (cfg->sched_c0 && !(cfg->sched_q >= 1.0 && cfg->sched_q <= 16.0))
         bad = "sched_q";
+    else if (cfg->flag_publishes != 0 && cfg->flag_publishes != 1)
+        bad = "flag_publishes";
+    else if (cfg->hot_window
+             && (cfg->hot_window < cfg->chunk_size || cfg->hot_window > cfg->ring_size / 2))
+        bad = "hot_window";
     if (what)
         *what = bad;
     return bad ? RDMA_ERR_INVAL : RDMA_OK;
@@ -235,13 +240,17 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     /* a group is contiguous in the ring: it ends where the ring wraps */
     if (off == 0 && (rc = rb_tx_flush(p)) != RDMA_OK)
         return rc;
-    /* The receiver's word at the tail position is 0 or what our stage holds
-     * there: make the tail flag differ from it (alt 1 -> 2). */
-    if (*tailp == flag)
-        flag ^= 3;
     ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
         | (uint64_t) type << 56;
-    *tailp = flag;
+    /* The receiver's word at the tail position is 0 or what our stage holds
+     * there: make the tail flag differ from it (alt 1 -> 2).  Not with
+     * flag_publishes: that read would fetch a line the peer holds before
+     * the frame can be published. */
+    if (!p->cfg.flag_publishes) {
+        if (*tailp == flag)
+            flag ^= 3;
+        *tailp = flag;
+    }
     /* release: payload, info and tail flag before the head flag (for shm,
      * whose stage is the peer's ring, this store publishes the frame: the
      * receiver copies it out while we build the next sub-block) */
@@ -258,6 +267,48 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
+/* Hot window (rb_config_t.hot_window): on an empty ring past the window,
+ * a PAD frame over the ring end makes the next frame start at offset 0.
+ * The PAD is the last frame of its group, as at any ring end. */
+static int rb_tx_rewind(rb_pipe_t * p)
+{
+    size_t off = rb_ring_off(p, p->tx.head);
+
+    if (!p->cfg.hot_window || off < p->cfg.hot_window || p->tx.head != p->tx.tail)
+        return RDMA_OK;
+    p->stats.rewinds++;
+    return rb_tx_send(p, RB_FRAME_PAD, 0);
+}
+
+/* The common small message: all of it fits in one frame at tx.head now
+ * (room by the replica, before the ring end, inside the hot window if
+ * there is one, no group pending).  rb_pipe_putv's loop would build
+ * exactly that frame. */
+static int rb_tx_one_fits(const rb_pipe_t * p, size_t len)
+{
+    size_t off = rb_ring_off(p, p->tx.head);
+    uint64_t span = rb_frame_span(p, off, RB_FRAME_DATA, len);
+
+    return len && span <= p->cfg.max_frame && off + span <= p->cfg.ring_size
+        && span <= rb_tx_room(p) && !p->tx.wr_frames
+        && (off < p->cfg.hot_window || !p->cfg.hot_window);
+}
+
+/* Send the iov as the one frame rb_tx_one_fits found room for. */
+static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, size_t * nbytes)
+{
+    uint8_t *d = rb_tx_payload(p, len);
+    int i, rc;
+
+    for (i = 0; i < n; d += iov[i++].iov_len)
+        memcpy(d, iov[i].iov_base, iov[i].iov_len);
+    rc = rb_tx_send(p, RB_FRAME_DATA, len);
+    rc = rc == RDMA_OK ? rb_tx_flush(p) : rc;
+    p->tx.wr_target = (double) p->cfg.sched_c0;
+    *nbytes = rc == RDMA_OK ? len : 0;
+    return rc;
+}
+
 rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
@@ -267,7 +318,11 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     if (!p || !nbytes || n < 0 || (n && !iov))
         return RDMA_ERR_INVAL;
     total = rb_iov_total(iov, n);
+    if (rb_tx_one_fits(p, total))
+        return rb_tx_one(p, iov, n, total, nbytes);
     p->tx.tail = rb_tx_tail_seen(p);
+    if (total)
+        rc = rb_tx_rewind(p);
     while (done < total && rc == RDMA_OK) {
         /* room: chunk multiples, so a non-zero room holds >= 40 payload
          * bytes; the frame ends at the ring end at the latest */
@@ -307,6 +362,9 @@ rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t 
         return RDMA_ERR_INVAL;
     *sent = 0;
     p->tx.tail = rb_tx_tail_seen(p);
+    rc = rb_tx_rewind(p);
+    if (rc)
+        return rc;
     off = rb_ring_off(p, p->tx.head);
     /* A frame never wraps: fill the ring end with a PAD frame first.  The
      * PAD alone may go out; it is invisible to the receiver's user. */
@@ -346,6 +404,16 @@ static int rb_rx_credit(rb_pipe_t * p)
     return RDMA_OK;
 }
 
+/* A small frame's other cache lines, fetched at once rather than one
+ * miss after another as the copy reaches them (larger frames stream). */
+static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
+{
+    size_t c;
+
+    for (c = 64; c < RB_HDR + len && c < 1024; c += 64)
+        __builtin_prefetch((const void *) (fr + c));
+}
+
 /* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
 static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 {
@@ -377,11 +445,16 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     if ((flag & 3) == 0 || (flag & 3) == 3 || RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.max_frame
         || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
         return RDMA_ERR_PROTO;
-    if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
+    if (!p->cfg.flag_publishes
+        && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
         != flag)
         return known ? RDMA_ERR_PROTO : 0;
-    /* complete: no payload or info read may move before the flag reads */
-    RB_RX_BARRIER();
+    /* complete: no payload or info read may move before the flag reads (a
+     * ring the CPU writes, flag_publishes, needs only the acquire above) */
+    if (!p->cfg.flag_publishes)
+        RB_RX_BARRIER();
+    if (!p->rx.off)
+        rb_rx_prefetch(fr, len);
     info = ((volatile uint64_t *) fr)[1];
     f->type = (int) (info >> 56);
     if (f->type == RB_FRAME_PAD && len)
@@ -400,18 +473,19 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     return 1;
 }
 
-/* Release the frame at rx.tail: clear its chunk-start words (so they read
- * as "no frame" when reused), advance, and return credit when due. */
-static int rb_rx_release(rb_pipe_t * p, uint64_t span)
+/* Release the frame at rx.tail: clear the chunk-start words its bytes cover
+ * (so they read as "no frame" when reused; the rest of a PAD frame's span
+ * was never written), advance, and return credit when due. */
+static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 {
     volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
-    uint64_t c;
+    uint64_t c, wrote = RB_FRAME_OVERHEAD + rb_pad8(f->len);
 
     /* relaxed: the credit's release store (ops->credit, or the head flag
      * of the next frame that piggybacks it) orders these before reuse */
-    for (c = 0; c < span; c += p->cfg.chunk_size)
+    for (c = 0; c < wrote; c += p->cfg.chunk_size)
         __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
-    p->rx.tail += span;
+    p->rx.tail += f->span;
     p->rx.off = 0;
     p->rx.seq = rb_seq_next(p->rx.seq);
     p->rx.consumed++;
@@ -428,7 +502,7 @@ static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
     int rc;
 
     while ((rc = rb_rx_parse(p, f)) == 1 && f->type == RB_FRAME_PAD) {
-        rc = rb_rx_release(p, f->span);
+        rc = rb_rx_release(p, f);
         if (rc)
             return rc;
     }
@@ -439,7 +513,7 @@ static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
 {
     p->rx.off += n;
     p->stats.bytes_rx += n;
-    return p->rx.off == f->len ? rb_rx_release(p, f->span) : RDMA_OK;
+    return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
 }
 
 rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)

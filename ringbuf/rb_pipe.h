@@ -26,8 +26,10 @@
  *
  * seq starts at 1 and skips 0, so a flag word that has landed only in part
  * (its unwritten bytes still 0) never carries the expected seq.  A CTRL
- * frame that does not fit before the ring end is preceded by a PAD frame
- * (len 0) that covers the rest of the ring; the receiver drops it.
+ * frame that does not fit before the ring end, and a rewind to the hot
+ * window (rb_config_t.hot_window), are preceded by a PAD frame (len 0) that
+ * covers the rest of the ring; the receiver drops it.  Only a PAD's first
+ * 24 bytes are written, so only its first chunk-start word is cleared.
  *
  * Arrival (piggyback mode, flag polling): the receiver polls the flag word of
  * its next expected frame.  Every chunk-start word is cleared to 0 by the
@@ -43,8 +45,10 @@
  *    plus an acquire barrier after the tail flag; otherwise the pipe runs
  *    completion-driven (cfg.completion_driven): the transport calls
  *    rb_pipe_landed() per frame on its write-with-immediate completion.
- *  - shm: the stage IS the peer's ring; the pipe writes payload and tail flag,
- *    then stores the flag with release semantics (rb_pipe does this itself).
+ *  - shm: the stage IS the peer's ring; the pipe writes the payload, then
+ *    stores the flag with release semantics (rb_pipe does this itself), and
+ *    the receiver's acquire load of the flag orders its payload reads
+ *    (cfg.flag_publishes: the tail flag is neither written nor checked).
  *
  * Credits (tail updates): every frame carries the sender's current receive
  * tail (piggyback).  When unreported consumption reaches credit_threshold the
@@ -98,6 +102,18 @@ typedef struct rb_config {
     size_t sched_c0;            /* 0, or chunk_size..sched_max */
     size_t sched_max;           /* sched_c0..ring_size/2 */
     double sched_q;             /* 1..16 */
+    /* Hot window: a frame that would start at ring offset >= hot_window on
+     * a ring the sender knows to be empty (every frame consumed and its
+     * credit seen) starts at offset 0 instead, after a PAD frame over the
+     * ring end.  Small messages on a quiet connection then cycle through a
+     * few cache lines that stay mapped and cached, as a fastbox does,
+     * instead of walking (and page-faulting) the whole ring; a busy ring is
+     * never rewound.  0: off; otherwise chunk_size..ring_size/2. */
+    size_t hot_window;
+    /* 1 where the stage IS the peer's ring and the head flag's release
+     * store publishes the frame (shm): no tail flag is written or checked,
+     * and the sender never reads the peer's line to pick alt. */
+    int flag_publishes;
 } rb_config_t;
 
 typedef struct rb_xport_ops {
@@ -117,6 +133,7 @@ typedef struct rb_stats {
     uint64_t writes_tx;         /* transport writes of frames */
     uint64_t credits_tx;        /* explicit credit updates sent */
     uint64_t full_stalls;       /* putv calls that found no space */
+    uint64_t rewinds;           /* PAD frames sent to rewind to the hot window */
 } rb_stats_t;
 
 typedef struct rb_pipe {

@@ -101,7 +101,11 @@ static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, size_t
 
 static int zc_ctrl_flush(zc_conn_t * z)
 {
-    int rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, 0,
+    int rc;
+
+    if (!z->tx.pushed_due && !z->rx.fin_due)
+        return RDMA_OK;         /* the common case, on every put and get */
+    rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, 0,
                           &z->tx.pushed_due);
 
     return rc ? rc : zc_ctrl_send(z, ZC_FRAME_FIN, z->rx.fin_id, z->rx.fin_status,
@@ -422,11 +426,16 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
 static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     struct iovec view[ZC_IOV_MAX];
+    const struct iovec *v;
     size_t got, done0;
     int m, taken, rc = zc_ctrl_flush(z);
 
     while (rc == RDMA_OK) {
-        m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);
+        /* the caller's iov minus what is read; nothing read yet (the
+         * common case): the iov itself */
+        v = *nbytes || n > ZC_IOV_MAX || z->rx.active ? view : iov;
+        m = v == view ? zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX)
+            : zc_iov_total(iov, n) ? n : 0;
         if (z->rx.active) {
             done0 = z->rx.done;
             taken = 0;
@@ -440,7 +449,7 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
             continue;
         }
         got = 0;
-        rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RDMA_OK;
+        rc = m > 0 ? rb_pipe_getv(z->pipe, v, m, &got) : RDMA_OK;
         *nbytes += got;
         taken = 0;
         /* a control frame stopped getv, or there is no iov to fill (FINs

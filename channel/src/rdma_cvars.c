@@ -48,6 +48,23 @@ cvars:
         Ring slot size in bytes: every message starts in its own slot.  A
         power of two from 64 to RING_SIZE/4.
 
+    - name        : MPIR_CVAR_CH3_RDMA_RING_HOT
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Hot window of shared-memory rings, in bytes: when a sender finds its
+        ring empty past this offset, the next message starts at the ring
+        start again, so small messages on a quiet connection reuse a few
+        cache lines and pages instead of walking (and page-faulting) the
+        whole ring.  -1 (auto: 16384, at most RING_SIZE/4), 0 (off) or
+        RING_CHUNK..RING_SIZE/2.  Verbs rings are
+        pinned up front and written by the NIC, and a rewind there costs
+        two more RDMA writes: they do not use it.
+
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
       category    : CH3_RDMA
       type        : int
@@ -348,6 +365,7 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     rdma_status_t st = RDMA_OK;
     long ring = MPIR_CVAR_CH3_RDMA_RING_SIZE, chunk = MPIR_CVAR_CH3_RDMA_RING_CHUNK;
     long frame = MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK, thr = MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD;
+    long hot = MPIR_CVAR_CH3_RDMA_RING_HOT;
     const char *pl = MPIR_CVAR_CH3_RDMA_PIPELINE;
 
     CVAR_CHECK(is_pow2(ring) && ring >= 16384 && ring <= 67108864,
@@ -365,6 +383,11 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     CVAR_CHECK(thr >= chunk && thr <= ring / 2,
                "MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=%d: allowed 0 (auto) or %ld..%ld",
                MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD, chunk, ring / 2);
+    if (hot == -1)
+        hot = MPL_MAX(MPL_MIN(16384, ring / 4), chunk);
+    CVAR_CHECK(hot == 0 || (hot >= chunk && hot <= ring / 2),
+               "MPIR_CVAR_CH3_RDMA_RING_HOT=%d: allowed -1 (auto), 0 (off) or %ld..%ld",
+               MPIR_CVAR_CH3_RDMA_RING_HOT, chunk, ring / 2);
     CVAR_CHECK(!strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "piggyback") ||
                !strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic"),
                "MPIR_CVAR_CH3_RDMA_PIPE_MODE=%s: allowed piggyback or basic",
@@ -375,8 +398,12 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     shm->chunk_size = chunk;
     shm->max_frame = frame;
     shm->credit_threshold = thr;
+    shm->hot_window = hot;
     shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
+    shm->flag_publishes = 1;    /* the stage is the peer's ring (rdma_xport_shm.c) */
     *rdma = *shm;
+    rdma->hot_window = 0;       /* RING_HOT is for shm rings (see its description) */
+    rdma->flag_publishes = 0;
     st = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

@@ -2,7 +2,7 @@
  *
  *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
  *       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]
- *       [--spectrum N] [--first-touch]
+ *       [--spectrum N] [--first-touch] [--iters N] [--warmup N]
  *
  * Tests (rank 0 <-> rank 1):
  *   latency  ping-pong; time per message is half a round trip
@@ -15,6 +15,9 @@
  *            more than 1 GiB.  Only on request; ignores --first-touch.
  * Each measurement runs warm-up iterations (not timed) then iterations
  * scaled with the size; it is repeated R times and the median is printed.
+ * --iters and --warmup fix both counts instead (e.g. --tests latency
+ * --iters 2000 --warmup 200 --reps 1: the first 2,000 round trips of a
+ * connection after 200 untimed ones).
  * With --first-touch every iteration uses freshly malloc'ed buffers,
  * touched once before the (per-iteration, barrier-aligned) timed part;
  * otherwise the same buffers serve every iteration.
@@ -46,8 +49,9 @@ struct test {
 static struct {
     size_t min, max;
     int pct5, reps, window, first_touch, spectrum;
+    int iters, warmup; /* > 0 (>= 0): fixed counts per measurement */
     unsigned tests;    /* bit i: tests[i] selected */
-} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0xfU};
+} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU};
 
 static int rank;
 static MPI_Request *reqs;
@@ -222,7 +226,7 @@ static void usage(int status)
     if (rank == 0)
         fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
               "       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]\n"
-              "       [--spectrum N] [--first-touch]\n",
+              "       [--spectrum N] [--first-touch] [--iters N] [--warmup N]\n",
               status ? stderr : stdout);
     MPI_Finalize();
     exit(status);
@@ -246,6 +250,10 @@ static void parse_args(int argc, char **argv)
             opt.reps = parse_int(v, 1), i++;
         else if (!strcmp(a, "--window"))
             opt.window = parse_int(v, 1), i++;
+        else if (!strcmp(a, "--iters"))
+            opt.iters = parse_int(v, 1), i++;
+        else if (!strcmp(a, "--warmup"))
+            opt.warmup = parse_int(v, 0), i++;
         else if (!strcmp(a, "--spectrum"))
             opt.spectrum = parse_int(v, 2), i++;
         else if (!strcmp(a, "--steps") && (!strcmp(v, "pow2") || !strcmp(v, "5pct")))
@@ -328,7 +336,9 @@ static void measure(const struct test *t, size_t n, double *times)
     size_t by_msgs = MAX_MSGS / msgs, iters = by_bytes < by_msgs ? by_bytes : by_msgs;
     if (iters < MIN_ITERS)
         iters = MIN_ITERS;
-    int warm = iters / 10 > 0 ? (int)iters / 10 : 1;
+    if (opt.iters > 0)
+        iters = (size_t)opt.iters;
+    int warm = opt.warmup >= 0 ? opt.warmup : iters / 10 > 0 ? (int)iters / 10 : 1;
     char *s = NULL, *r = NULL;
 
     if (!opt.first_touch) {

@@ -6,7 +6,7 @@
  * copies stage[off, off+len) into the peer's ring at once, or (defer)
  * queues it to land later byte by byte in address order, like an RDMA
  * write; ops->credit and ops->head store into the peer's tail and head
- * words.  Plus deterministic data: rnd(), rnd_in(), pat().
+ * words; max_end records how far into the ring writes reached.  Plus deterministic data: rnd(), rnd_in(), pat().
  */
 #ifndef PIPE_PAIR_H_INCLUDED
 #define PIPE_PAIR_H_INCLUDED
@@ -33,6 +33,7 @@ struct side {
     unsigned qh, qt;
     size_t qdone;               /* bytes of q[qh] landed */
     unsigned long writes, wframes, credits, heads, landed;
+    size_t max_end;             /* highest ring byte written + 1 */
 };
 
 static side_t A, B;
@@ -43,6 +44,8 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
 
     s->wlen[s->writes++ % QMAX] = len;
     s->wframes += frames;
+    if (off + len > s->max_end)
+        s->max_end = off + len;
     if (!s->defer) {
         memcpy(s->peer->ring + off, s->stage + off, len);
         return 0;
@@ -102,7 +105,8 @@ static inline uint8_t *t_zalloc(size_t n)
 
 static inline rb_config_t t_cfg(size_t ring, size_t chunk, size_t maxf, size_t thr, rb_mode_t mode)
 {
-    rb_config_t c = { ring, chunk, maxf, thr, mode, 0, 0, 0, 0 };
+    rb_config_t c = { .ring_size = ring, .chunk_size = chunk, .max_frame = maxf,
+        .credit_threshold = thr, .mode = mode };
 
     return c;
 }

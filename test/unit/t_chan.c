@@ -54,9 +54,8 @@ static rdma_chan_config_t t_config(rdma_transport_choice_t t)
     cfg.transport = t;
     cfg.poll_spins = -1;
     for (k = 0; k < RDMA_XP_N; k++) {
-        cfg.link[k].ring = (rb_config_t) { RING, 256, 4096, RING / 4, RB_MODE_PIGGYBACK, 0, 0, 0,
-            0
-        };
+        cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256,
+            .max_frame = 4096, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
         cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
     }
     return cfg;

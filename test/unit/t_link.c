@@ -52,7 +52,8 @@ static int node_open(int rank)
     char card[32], err[128];
 
     memset(nd, 0, sizeof(*nd));
-    nd->cfg.ring = (rb_config_t) { RING, 256, 4096, RING / 4, RB_MODE_PIGGYBACK, 0, 0, 0, 0 };
+    nd->cfg.ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256, .max_frame = 4096,
+        .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
     nd->cfg.zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
     nd->link[0].xc.peer = 0;
     nd->link[1].xc.peer = 1;

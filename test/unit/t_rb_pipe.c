@@ -134,17 +134,19 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0},
-        {4096, 64, 0, 1024, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 32, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0}, {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
         "max_frame", "max_frame", "credit_threshold", "credit_threshold", "mode",
-        "completion_driven",
+        "completion_driven", "hot_window", "hot_window", "flag_publishes",
     };
     rb_config_t good = t_cfg(4096, 64, 1024, 3072, RB_MODE_BASIC);
     const char *what = "unset";
@@ -304,25 +306,87 @@ static void t_coalesce(void)
        && B.credits == n0 && A.tail_word == B.p.rx.tail, "flush_credit publishes the tail once");
 }
 
-static void t_pingpong(void)
+/* put1, and in completion-driven mode tell the receiver what landed (the
+ * writes land at once) */
+static size_t put_landed(side_t * s, const void *buf, size_t len)
 {
-    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    unsigned long w = s->wframes;
+    size_t n = put1(s, buf, len);
+
+    if (s->peer->p.cfg.completion_driven)
+        rb_pipe_landed(&s->peer->p, (unsigned) (s->wframes - w));
+    return n;
+}
+
+/* msgs messages of 1..200 random bytes, A and B in turn; 1 if all verify */
+static int pingpong_run(int msgs)
+{
     uint8_t m[200], r[200];
     int i, good = 1;
 
-    pair_init(&c);
-    for (i = 0; i < 1000 && good; i++) {
+    for (i = 0; i < msgs && good; i++) {
         size_t len = rnd_in(1, sizeof(m)), k;
         side_t *s = i & 1 ? &B : &A;
 
         for (k = 0; k < len; k++)
             m[k] = (uint8_t) rnd();
-        good = put1(s, m, len) == len && get1(s->peer, r, sizeof(r)) == len
+        good = put_landed(s, m, len) == len && get1(s->peer, r, sizeof(r)) == len
             && !memcmp(m, r, len);
     }
-    ok(good, "ping-pong: 1000 messages");
+    return good;
+}
+
+static void t_pingpong(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+
+    pair_init(&c);
+    ok(pingpong_run(1000), "ping-pong: 1000 messages");
     ok(A.credits == 0 && B.credits == 0, "ping-pong: credits all piggybacked (%lu, %lu)",
        A.credits, B.credits);
+}
+
+/* Hot window: a quiet ping-pong stays in the first hot_window bytes (plus
+ * one frame) in every mode; a ring with unconsumed frames is not rewound. */
+static void t_hot(rb_mode_t mode, int completion, const char *name)
+{
+    rb_config_t c = t_cfg(65536, 64, 1024, 16384, mode);
+    uint8_t m[200] = { 0 }, r[200];
+    uint64_t rewinds;
+    int i, good;
+
+    c.hot_window = 1024;
+    c.completion_driven = completion;
+    pair_init(&c);
+    ok(pingpong_run(5000), "hot window, %s: 5000 ping-pong messages verify", name);
+    ok(A.max_end <= 1024 + 256 && B.max_end <= 1024 + 256 && A.p.stats.rewinds > 0,
+       "hot window, %s: writes stay below %d bytes (%zu, %zu; %llu rewinds)", name, 1024 + 256,
+       A.max_end, B.max_end, (unsigned long long) A.p.stats.rewinds);
+    /* settle: a rewind this put may make is seen and credited */
+    good = put_landed(&A, m, 100) == 100 && get1(&B, r, sizeof(r)) == 100;
+    rewinds = A.p.stats.rewinds;
+    for (i = 0; i < 40; i++)
+        good &= put1(&A, m, 100) == 100;
+    ok(good && A.max_end > 4096 && A.p.stats.rewinds == rewinds,
+       "hot window, %s: a ring with frames in it is not rewound (%zu)", name, A.max_end);
+}
+
+/* flag_publishes (shm): the head flag alone publishes; no tail flag is
+ * written, and streams in both directions still verify. */
+static void t_publish(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    char out[16];
+    flow_t f[2];
+
+    c.flag_publishes = 1;
+    c.hot_window = 1024;
+    pair_init(&c);
+    ok(put1(&A, "abcdefgh", 8) == 8 && *(uint64_t *) (B.ring + 16 + 8) == 0
+       && get1(&B, out, sizeof(out)) == 8 && !memcmp(out, "abcdefgh", 8),
+       "flag publishes: frame read, its tail-flag word never written");
+    flows_init(f, 1 << 20);
+    ok(flows_run(f, 2, 3000, 8) == 0, "flag publishes: 1 MiB each way, random sizes and iov splits");
 }
 
 static void t_both_full(void)
@@ -789,6 +853,10 @@ int main(void)
     t_stream(RB_MODE_BASIC, "basic");
     t_coalesce();
     t_pingpong();
+    t_hot(RB_MODE_PIGGYBACK, 0, "flags");
+    t_hot(RB_MODE_BASIC, 0, "basic");
+    t_hot(RB_MODE_PIGGYBACK, 1, "completion-driven");
+    t_publish();
     t_both_full();
     t_deferred();
     t_alias();

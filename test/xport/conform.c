@@ -105,7 +105,8 @@ static void link_fill(const scen_t * sc, rdma_link_config_t * link)
     rb_config_t *r = &link->ring;
 
     memset(link, 0, sizeof(*link));
-    *r = (rb_config_t) { sc->ring, 256, 8192, sc->ring / 4, sc->mode, 0, 0, 0, 0 };
+    *r = (rb_config_t) { .ring_size = sc->ring, .chunk_size = 256, .max_frame = 8192,
+        .credit_threshold = sc->ring / 4, .mode = sc->mode };
     if (sc->super) {
         r->max_frame = 1024;
         r->sched_c0 = 2048;
