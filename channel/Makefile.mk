@@ -40,6 +40,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_verbs_data.c \
     $(rdma_dir)/src/rdma_verbs_reg.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \
+    $(rdma_dir)/ringbuf/rb_config.c \
     $(rdma_dir)/zcopy/zc.c \
     $(rdma_dir)/zcopy/rcache.c \
     $(rdma_dir)/zcopy/memev.c

@@ -9,7 +9,6 @@
 #include <string.h>
 #include "rb_pipe.h"
 
-#define RB_CREDIT_MASK ((UINT64_C(1) << 56) - 1)       /* info bits 0..55 */
 #define RB_HDR 16                                      /* flag + info */
 
 /* Acquire barrier between "frame complete" and the payload reads.  A NIC
@@ -36,11 +35,6 @@ typedef struct rb_cursor {
     const struct iovec *iov;
     size_t off;
 } rb_cursor_t;
-
-static int rb_pow2_is(size_t x)
-{
-    return x && !(x & (x - 1));
-}
 
 static size_t rb_pad8(size_t n)
 {
@@ -104,45 +98,6 @@ static void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_bu
     }
 }
 
-rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
-{
-    const char *bad = NULL;
-
-    if (!cfg)
-        bad = "cfg";
-    else if (!rb_pow2_is(cfg->ring_size) || cfg->ring_size < 4 * 64
-             || cfg->ring_size > (RB_CREDIT_MASK >> 1))
-        bad = "ring_size";
-    else if (!rb_pow2_is(cfg->chunk_size) || cfg->chunk_size < 64
-             || cfg->chunk_size > cfg->ring_size / 4)
-        bad = "chunk_size";
-    else if (cfg->max_frame % cfg->chunk_size || cfg->max_frame < cfg->chunk_size
-             || cfg->max_frame > cfg->ring_size / 2
-             || cfg->max_frame - RB_FRAME_OVERHEAD > RB_LEN_MAX)
-        bad = "max_frame";
-    else if (cfg->credit_threshold < cfg->chunk_size
-             || cfg->credit_threshold > cfg->ring_size - cfg->max_frame)
-        bad = "credit_threshold";
-    else if (cfg->mode != RB_MODE_PIGGYBACK && cfg->mode != RB_MODE_BASIC)
-        bad = "mode";
-    else if (cfg->completion_driven != 0 && cfg->completion_driven != 1)
-        bad = "completion_driven";
-    else if (cfg->sched_c0 && (cfg->sched_c0 < cfg->chunk_size || cfg->sched_c0 > cfg->sched_max))
-        bad = "sched_c0";
-    else if (cfg->sched_c0 && cfg->sched_max > cfg->ring_size / 2)
-        bad = "sched_max";
-    else if (cfg->sched_c0 && !(cfg->sched_q >= 1.0 && cfg->sched_q <= 16.0))
-        bad = "sched_q";
-    else if (cfg->flag_publishes != 0 && cfg->flag_publishes != 1)
-        bad = "flag_publishes";
-    else if (cfg->hot_window
-             && (cfg->hot_window < cfg->chunk_size || cfg->hot_window > cfg->ring_size / 2))
-        bad = "hot_window";
-    if (what)
-        *what = bad;
-    return bad ? RDMA_ERR_INVAL : RDMA_OK;
-}
-
 rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
                            void *ctx, void *stage, volatile uint64_t * tail_word,
                            volatile void *ring, volatile uint64_t * head_word)
@@ -201,45 +156,39 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
     return d;
 }
 
-/* The superpipeline's one growth rule: C_(i+1) = min(C_i * q, max).  O(1)
- * per group, so q near 1 (many groups per message) costs nothing extra. */
-static inline double rb_sched_next(double c, double q, size_t max)
+/* One transport write of len ring bytes at off holding `frames` frames
+ * (then, in basic mode, the head). */
+static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames)
 {
-    return c * q < (double) max ? c * q : (double) max;
+    p->stats.writes_tx++;
+    if (p->ops->write(p->ctx, off, len, frames)
+        || (p->cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
+        return RDMA_ERR_XPORT;
+    return RDMA_OK;
 }
 
-/* Write the frames built since the last flush with one transport write
- * (then, in basic mode, the head), and grow the superpipeline target. */
+/* Write the frames built since the last flush with one transport write,
+ * and grow the superpipeline target. */
 static int rb_tx_flush(rb_pipe_t * p)
 {
     const rb_config_t *c = &p->cfg;
-    int rc = RDMA_OK;
+    unsigned frames = p->tx.wr_frames;
 
-    if (!p->tx.wr_frames)
+    if (!frames)
         return RDMA_OK;
-    if (p->ops->write(p->ctx, p->tx.wr_off, p->tx.wr_len, p->tx.wr_frames)
-        || (c->mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
-        rc = RDMA_ERR_XPORT;
-    p->stats.writes_tx++;
     p->tx.wr_frames = 0;
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
-    return rc;
+    return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames);
 }
-
-/* Complete the frame whose payload is in place and add it to the pending
- * group, which is written once it reaches the superpipeline target (at
- * once without a schedule).  Space was checked by the caller. */
-static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
+/* Complete the frame whose payload is in place at tx.head and publish it
+ * in the stage; returns its ring offset.  Space was checked by the caller. */
+static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
 {
-    size_t off = rb_ring_off(p, p->tx.head), flen = RB_FRAME_OVERHEAD + rb_pad8(len);
+    size_t off = rb_ring_off(p, p->tx.head);
     uint8_t *f = p->tx.stage + off;
     uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
     uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
-    int rc;
 
-    /* a group is contiguous in the ring: it ends where the ring wraps */
-    if (off == 0 && (rc = rb_tx_flush(p)) != RDMA_OK)
-        return rc;
     ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
         | (uint64_t) type << 56;
     /* The receiver's word at the tail position is 0 or what our stage holds
@@ -255,15 +204,30 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
      * whose stage is the peer's ring, this store publishes the frame: the
      * receiver copies it out while we build the next sub-block) */
     __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
-    if (!p->tx.wr_frames++)
-        p->tx.wr_off = off;
-    p->tx.wr_len = off + flen - p->tx.wr_off;
     p->tx.head += rb_frame_span(p, off, type, len);
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
     if (p->cfg.mode != RB_MODE_BASIC)
         p->rx.tail_sent = p->rx.tail;   /* piggybacked */
+    return off;
+}
+
+/* Complete the frame whose payload is in place and add it to the pending
+ * group, which is written once it reaches the superpipeline target (at
+ * once without a schedule).  Space was checked by the caller. */
+static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
+{
+    size_t off = rb_ring_off(p, p->tx.head);
+    int rc;
+
+    /* a group is contiguous in the ring: it ends where the ring wraps */
+    if (off == 0 && (rc = rb_tx_flush(p)) != RDMA_OK)
+        return rc;
+    rb_tx_frame(p, type, len);
+    if (!p->tx.wr_frames++)
+        p->tx.wr_off = off;
+    p->tx.wr_len = off + RB_FRAME_OVERHEAD + rb_pad8(len) - p->tx.wr_off;
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
@@ -302,9 +266,8 @@ static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, 
 
     for (i = 0; i < n; d += iov[i++].iov_len)
         memcpy(d, iov[i].iov_base, iov[i].iov_len);
-    rc = rb_tx_send(p, RB_FRAME_DATA, len);
-    rc = rc == RDMA_OK ? rb_tx_flush(p) : rc;
-    p->tx.wr_target = (double) p->cfg.sched_c0;
+    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), RB_FRAME_OVERHEAD + rb_pad8(len), 1);
+    p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? len : 0;
     return rc;
 }
@@ -571,28 +534,6 @@ rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
 void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
 {
     p->rx.landed += frames;
-}
-
-double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i)
-{
-    double c = rb_sched_next((double) c0, 1.0, max);
-
-    while (i-- > 0 && c < (double) max)
-        c = rb_sched_next(c, q, max);
-    return c;
-}
-
-unsigned rb_sched_count(size_t len, size_t c0, double q)
-{
-    double sum = 0, c = (double) c0;
-    unsigned n = 0;
-
-    while (sum < (double) len) {
-        sum += c;
-        c *= q;
-        n++;
-    }
-    return n;
 }
 
 rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p)

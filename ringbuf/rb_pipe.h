@@ -83,6 +83,7 @@ typedef enum {
 enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_PAD = 255 };
 
 #define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag */
+#define RB_CREDIT_MASK ((UINT64_C(1) << 56) - 1)       /* info bits 0..55 */
 #define RB_LEN_MAX ((1u << 30) - 1)
 
 typedef struct rb_config {
@@ -217,6 +218,13 @@ static inline int rb_pipe_rx_at_ctrl(const rb_pipe_t * p)
 /* Completion-driven mode: the transport saw a write of `frames` frames
  * land. */
 void rb_pipe_landed(rb_pipe_t * p, unsigned frames);
+
+/* The superpipeline's one growth rule: C_(i+1) = min(C_i * q, max).  O(1)
+ * per group, so q near 1 (many groups per message) costs nothing extra. */
+static inline double rb_sched_next(double c, double q, size_t max)
+{
+    return c * q < (double) max ? c * q : (double) max;
+}
 
 /* Superpipeline schedule: C_i = c0 * q^i bytes, capped at max. */
 double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i);

@@ -146,6 +146,15 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
 /* rb_pipe_getv that serves REQs and consumes FINs. */
 rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
 
+/* Receive fast path: a view of the current DATA frame's unread bytes, valid
+ * until zc_consume.  1: *buf, *len set; 0: nothing has arrived; -1: use
+ * zc_getv (a rendezvous or control message is under way, or the next frame
+ * is not DATA; an error shows there too). */
+int zc_peek(zc_conn_t * z, const void **buf, size_t *len);
+
+/* Mark n bytes of the zc_peek view read (n <= len). */
+rdma_status_t zc_consume(zc_conn_t * z, size_t n);
+
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);
 

@@ -19,6 +19,8 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_finalize(void);
 int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
+int MPIDI_CH3I_RDMA_read_view(MPIDI_VC_t * vc, const void **buf, size_t * len);
+int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n);
 
 /* Connection management under the interface (rdma_channel.c). */
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);

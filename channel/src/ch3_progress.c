@@ -5,7 +5,10 @@
  * Receive state machine per VC (the paper's get side): read a whole
  * MPIDI_CH3_Pkt_t into vc->ch.pkt, hand it to CH3's packet handler; if the
  * handler returns a request, read its data iov, then call its OnDataAvail
- * (which may load more iov entries) until it completes.
+ * (which may load more iov entries) until it completes.  Fast path: a
+ * point-to-point header that lies whole in the ring is handed to CH3 where
+ * it is, with the data behind it (recv_next), so a small message is copied
+ * once, from the ring into the user's buffer.
  *
  * Blocking waits poll MPIDI_CH3I_poll_spins times, then block in the
  * kernel between polls (MPIDI_CH3I_RDMA_block: a futex that shm peers
@@ -29,18 +32,18 @@ int MPIDI_CH3I_Progress_finalize(void)
     return MPI_SUCCESS;
 }
 
-/* Hand the assembled header to CH3; *rreq is set if data follows. */
-static int recv_header(MPIDI_VC_t * vc, MPIR_Request ** rreq)
+/* Hand a whole header to CH3, with *buflen bytes of data after it at data
+ * (CH3 reports how many it took); *rreq is set if more data follows. */
+static int recv_header(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                       MPIR_Request ** rreq)
 {
     int mpi_errno = MPI_SUCCESS;
-    MPIDI_CH3_Pkt_t *pkt = vc->ch.pkt;
-    intptr_t buflen = 0;
 
     MPIR_ERR_CHKANDJUMP2(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_CH3, mpi_errno,
                          MPI_ERR_INTERN, "**ch3|rdma|badpkt", "**ch3|rdma|badpkt %d %d",
                          (int) pkt->type, vc->pg_rank);
     *rreq = NULL;
-    mpi_errno = pktArray[pkt->type] (vc, pkt, NULL, &buflen, rreq);
+    mpi_errno = pktArray[pkt->type] (vc, pkt, data, buflen, rreq);
     MPIR_ERR_CHECK(mpi_errno);
     if (*rreq)
         (*rreq)->dev.iov_offset = 0;
@@ -48,6 +51,52 @@ static int recv_header(MPIDI_VC_t * vc, MPIR_Request ** rreq)
     return mpi_errno;
   fn_fail:
     goto fn_exit;
+}
+
+/* Point-to-point packets may be handled where they lie in the ring: their
+ * handlers neither close the VC nor keep the header. */
+static int recv_in_place_ok(const MPIDI_CH3_Pkt_t * pkt)
+{
+    return pkt->type == MPIDI_CH3_PKT_EAGERSHORT_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SEND
+        || pkt->type == MPIDI_CH3_PKT_READY_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND;
+}
+
+/* The next header: handled in place when a whole one starts the bytes the
+ * peer put (with the data behind it in the same frame, as ch3:nemesis does
+ * with a fastbox), else assembled in vc->ch.pkt.  *got: 0 nothing read, 1
+ * part of a header, 2 a header handled (*rreq set if data follows). */
+static int recv_next(MPIDI_VC_t * vc, MPIR_Request ** rreq, int *got)
+{
+    struct iovec hdr = { (char *) vc->ch.pkt + vc->ch.pkt_off,
+        sizeof(MPIDI_CH3_Pkt_t) - vc->ch.pkt_off
+    };
+    const void *buf;
+    size_t len, nb;
+    intptr_t buflen = 0;
+    int mpi_errno, view = vc->ch.pkt_off ? -1 : MPIDI_CH3I_RDMA_read_view(vc, &buf, &len);
+
+    *got = 0;
+    if (view == 0)
+        return MPI_SUCCESS;
+    if (view == 1 && len >= sizeof(MPIDI_CH3_Pkt_t) && recv_in_place_ok(buf)) {
+        /* the ring is ours and writable; CH3 only reads the header */
+        buflen = (intptr_t) (len - sizeof(MPIDI_CH3_Pkt_t));
+        mpi_errno = recv_header(vc, (MPIDI_CH3_Pkt_t *) buf,
+                                (char *) buf + sizeof(MPIDI_CH3_Pkt_t), &buflen, rreq);
+        *got = 2;
+        return mpi_errno ? mpi_errno
+            : MPIDI_CH3I_RDMA_read_done(vc, sizeof(MPIDI_CH3_Pkt_t) + (size_t) buflen);
+    }
+    mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, &hdr, 1, &nb);
+    if (mpi_errno || nb == 0)
+        return mpi_errno;
+    *got = 1;
+    vc->ch.pkt_off += nb;
+    if (vc->ch.pkt_off < sizeof(MPIDI_CH3_Pkt_t))
+        return MPI_SUCCESS;
+    vc->ch.pkt_off = 0;
+    *got = 2;
+    return recv_header(vc, vc->ch.pkt, NULL, &buflen, rreq);
 }
 
 /* Read into the request's iov (or discard when CH3 drops the data);
@@ -79,26 +128,17 @@ static int recv_data(MPIDI_VC_t * vc, MPIR_Request * rreq, size_t *nb, int *fill
 
 int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed)
 {
-    int mpi_errno = MPI_SUCCESS, filled, complete;
+    int mpi_errno = MPI_SUCCESS, filled, complete, got;
     MPIR_Request *rreq;
     size_t nb;
 
     for (;;) {
         if (vc->ch.recv_active == NULL) {
-            struct iovec hdr = { (char *) vc->ch.pkt + vc->ch.pkt_off,
-                sizeof(MPIDI_CH3_Pkt_t) - vc->ch.pkt_off
-            };
-            mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, &hdr, 1, &nb);
+            mpi_errno = recv_next(vc, &rreq, &got);
             MPIR_ERR_CHECK(mpi_errno);
-            if (nb == 0)
+            *progressed |= got > 0;
+            if (got < 2)
                 break;
-            *progressed = TRUE;
-            vc->ch.pkt_off += nb;
-            if (vc->ch.pkt_off < sizeof(MPIDI_CH3_Pkt_t))
-                break;
-            vc->ch.pkt_off = 0;
-            mpi_errno = recv_header(vc, &rreq);
-            MPIR_ERR_CHECK(mpi_errno);
             if (vc->ch.terminating)
                 break;          /* that was the last packet (close protocol) */
             if (rreq == NULL)

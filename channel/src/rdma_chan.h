@@ -110,6 +110,20 @@ static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 
+/* Receive fast path: a view of what l's peer has put, valid until
+ * rdma_chan_consume; 1 view, 0 nothing arrived, -1 use rdma_chan_getv. */
+static inline int rdma_chan_peek(rdma_link_t * l, const void **buf, size_t *len)
+{
+    return l->xc.state == RDMA_CONN_READY ? rdma_link_peek(l, buf, len) : -1;
+}
+
+static inline rdma_status_t rdma_chan_consume(rdma_chan_t * ch, rdma_link_t * l, size_t n)
+{
+    rdma_status_t st = rdma_link_consume(l, n);
+
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
 /* Blocking wait, step 1 (after `over` idle polls past the spin phase):
  * arm the transport that can wake us and say how long to sleep; returns
  * the armed transport's index or -1 (then just sleep *us). */

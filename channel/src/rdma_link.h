@@ -60,6 +60,18 @@ static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *
     return zc_getv(&l->zc, iov, n, nb);
 }
 
+/* Receive fast path (zc_peek/zc_consume): a view of the bytes the peer put,
+ * where they lie; 1 view, 0 nothing arrived, -1 use rdma_link_getv. */
+static inline int rdma_link_peek(rdma_link_t * l, const void **buf, size_t *len)
+{
+    return zc_peek(&l->zc, buf, len);
+}
+
+static inline rdma_status_t rdma_link_consume(rdma_link_t * l, size_t n)
+{
+    return zc_consume(&l->zc, n);
+}
+
 /* 1 while a READY link has a rendezvous unfinished (a pull in flight, a
  * FIN or PUSHED still owed): it must not be torn down yet. */
 int rdma_link_busy(const rdma_link_t * l);

@@ -527,6 +527,27 @@ static void test_proto(void)
     is_int(zc_getv(&FA.z, NULL, 0, &nb), RDMA_ERR_PROTO, "PUSHED without a split is an error");
 }
 
+/* The receive fast path: a view of DATA where it lies; -1 (use zc_getv)
+ * at a rendezvous REQ; 0 when nothing has arrived. */
+static void test_peek(void)
+{
+    static uint8_t big[8192];
+    struct iovec v = { "hello", 5 }, b = { big, sizeof(big) };
+    const void *buf;
+    size_t len, nb;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    is_int(zc_peek(&FB.z, &buf, &len), 0, "peek: nothing arrived");
+    ok(zc_putv(&FA.z, &v, 1, &nb) == RDMA_OK && nb == 5 && zc_peek(&FB.z, &buf, &len) == 1
+       && len == 5 && !memcmp(buf, "hello", 5), "peek: DATA bytes where they lie");
+    ok(zc_consume(&FB.z, 2) == RDMA_OK && zc_peek(&FB.z, &buf, &len) == 1 && len == 3
+       && !memcmp(buf, "llo", 3), "peek: consumed in parts");
+    ok(zc_consume(&FB.z, 3) == RDMA_OK && zc_peek(&FB.z, &buf, &len) == 0,
+       "peek: all consumed, nothing more");
+    ok(zc_putv(&FA.z, &b, 1, &nb) == RDMA_OK && nb == 0 && zc_peek(&FB.z, &buf, &len) == -1,
+       "peek at a rendezvous REQ: -1, zc_getv serves it");
+}
+
 int main(void)
 {
     test_basic();
@@ -542,5 +563,6 @@ int main(void)
     test_split();
     test_split_short();
     test_proto();
+    test_peek();
     return done_testing();
 }

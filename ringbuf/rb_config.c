@@ -1,0 +1,72 @@
+/*
+ * rb_config.c: checking a pipe configuration, and the superpipeline
+ * schedule (seeds 000/002) the pipe and its tests compute with.  See
+ * rb_pipe.h.
+ */
+#include "rb_pipe.h"
+
+static int rb_pow2_is(size_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
+{
+    const char *bad = NULL;
+
+    if (!cfg)
+        bad = "cfg";
+    else if (!rb_pow2_is(cfg->ring_size) || cfg->ring_size < 4 * 64
+             || cfg->ring_size > (RB_CREDIT_MASK >> 1))
+        bad = "ring_size";
+    else if (!rb_pow2_is(cfg->chunk_size) || cfg->chunk_size < 64
+             || cfg->chunk_size > cfg->ring_size / 4)
+        bad = "chunk_size";
+    else if (cfg->max_frame % cfg->chunk_size || cfg->max_frame < cfg->chunk_size
+             || cfg->max_frame > cfg->ring_size / 2
+             || cfg->max_frame - RB_FRAME_OVERHEAD > RB_LEN_MAX)
+        bad = "max_frame";
+    else if (cfg->credit_threshold < cfg->chunk_size
+             || cfg->credit_threshold > cfg->ring_size - cfg->max_frame)
+        bad = "credit_threshold";
+    else if (cfg->mode != RB_MODE_PIGGYBACK && cfg->mode != RB_MODE_BASIC)
+        bad = "mode";
+    else if (cfg->completion_driven != 0 && cfg->completion_driven != 1)
+        bad = "completion_driven";
+    else if (cfg->sched_c0 && (cfg->sched_c0 < cfg->chunk_size || cfg->sched_c0 > cfg->sched_max))
+        bad = "sched_c0";
+    else if (cfg->sched_c0 && cfg->sched_max > cfg->ring_size / 2)
+        bad = "sched_max";
+    else if (cfg->sched_c0 && !(cfg->sched_q >= 1.0 && cfg->sched_q <= 16.0))
+        bad = "sched_q";
+    else if (cfg->flag_publishes != 0 && cfg->flag_publishes != 1)
+        bad = "flag_publishes";
+    else if (cfg->hot_window
+             && (cfg->hot_window < cfg->chunk_size || cfg->hot_window > cfg->ring_size / 2))
+        bad = "hot_window";
+    if (what)
+        *what = bad;
+    return bad ? RDMA_ERR_INVAL : RDMA_OK;
+}
+
+double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i)
+{
+    double c = rb_sched_next((double) c0, 1.0, max);
+
+    while (i-- > 0 && c < (double) max)
+        c = rb_sched_next(c, q, max);
+    return c;
+}
+
+unsigned rb_sched_count(size_t len, size_t c0, double q)
+{
+    double sum = 0, c = (double) c0;
+    unsigned n = 0;
+
+    while (sum < (double) len) {
+        sum += c;
+        c *= q;
+        n++;
+    }
+    return n;
+}
