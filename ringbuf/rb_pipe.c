@@ -208,6 +208,7 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
+    p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + RB_FRAME_OVERHEAD + len;
     if (p->cfg.mode != RB_MODE_BASIC)
         p->rx.tail_sent = p->rx.tail;   /* piggybacked */
     return off;
@@ -238,7 +239,8 @@ static int rb_tx_rewind(rb_pipe_t * p)
 {
     size_t off = rb_ring_off(p, p->tx.head);
 
-    if (!p->cfg.hot_window || off < p->cfg.hot_window || p->tx.head != p->tx.tail)
+    if (!p->cfg.hot_window || !off || p->tx.head != p->tx.tail
+        || (off < p->cfg.hot_window && p->tx.hot_bytes < p->cfg.hot_window / 4))
         return RDMA_OK;
     p->stats.rewinds++;
     return rb_tx_send(p, RB_FRAME_PAD, 0);
@@ -255,7 +257,8 @@ static int rb_tx_one_fits(const rb_pipe_t * p, size_t len)
 
     return len && span <= p->cfg.max_frame && off + span <= p->cfg.ring_size
         && span <= rb_tx_room(p) && !p->tx.wr_frames
-        && (off < p->cfg.hot_window || !p->cfg.hot_window);
+        && (!p->cfg.hot_window || (off < p->cfg.hot_window
+                                   && p->tx.hot_bytes < p->cfg.hot_window / 4));
 }
 
 /* Send the iov as the one frame rb_tx_one_fits found room for. */

@@ -103,13 +103,16 @@ typedef struct rb_config {
     size_t sched_c0;            /* 0, or chunk_size..sched_max */
     size_t sched_max;           /* sched_c0..ring_size/2 */
     double sched_q;             /* 1..16 */
-    /* Hot window: a frame that would start at ring offset >= hot_window on
-     * a ring the sender knows to be empty (every frame consumed and its
+    /* Hot window: a frame that would start at ring offset >= hot_window,
+     * or after hot_window/4 frame bytes were written since the last rewind,
+     * on a ring the sender knows to be empty (every frame consumed and its
      * credit seen) starts at offset 0 instead, after a PAD frame over the
      * ring end.  Small messages on a quiet connection then cycle through a
      * few cache lines that stay mapped and cached, as a fastbox does,
-     * instead of walking (and page-faulting) the whole ring; a busy ring is
-     * never rewound.  0: off; otherwise chunk_size..ring_size/2. */
+     * instead of walking (and page-faulting) the whole ring: tiny frames
+     * rewind at the offset, so a PAD is rare; larger ones by the bytes
+     * they touched, so the window stays small.  A busy ring is never
+     * rewound.  0: off; otherwise chunk_size..ring_size/2. */
     size_t hot_window;
     /* 1 where the stage IS the peer's ring and the head flag's release
      * store publishes the frame (shm): no tail flag is written or checked,
@@ -146,6 +149,7 @@ typedef struct rb_pipe {
         volatile uint64_t *tail_word;
         uint64_t head;          /* master */
         uint64_t tail;          /* best known peer tail (replica) */
+        uint64_t hot_bytes;     /* frame bytes written since offset 0 */
         uint32_t seq;
         size_t wr_off, wr_len;  /* frames built, not yet written */
         unsigned wr_frames;

@@ -57,13 +57,13 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Hot window of shared-memory rings, in bytes: when a sender finds its
-        ring empty past this offset, the next message starts at the ring
-        start again, so small messages on a quiet connection reuse a few
-        cache lines and pages instead of walking (and page-faulting) the
-        whole ring.  -1 (auto: 16384, at most RING_SIZE/4), 0 (off) or
-        RING_CHUNK..RING_SIZE/2.  Verbs rings are
-        pinned up front and written by the NIC, and a rewind there costs
-        two more RDMA writes: they do not use it.
+        ring empty past this offset, or after a quarter of it in frame bytes,
+        the next message starts at the ring start again, so small messages
+        on a quiet connection reuse a few cache lines and pages instead of
+        walking (and page-faulting) the whole ring.  -1 (auto: 16384, at
+        most RING_SIZE/4), 0 (off) or RING_CHUNK..RING_SIZE/2.  Verbs rings
+        are pinned up front and written by the NIC, and a rewind there
+        costs two more RDMA writes: they do not use it.
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
       category    : CH3_RDMA
