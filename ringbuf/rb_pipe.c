@@ -180,6 +180,7 @@ static int rb_tx_flush(rb_pipe_t * p)
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
     return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames);
 }
+
 /* Complete the frame whose payload is in place at tx.head and publish it
  * in the stage; returns its ring offset.  Space was checked by the caller. */
 static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
@@ -232,15 +233,20 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
+/* A frame at ring offset off would lie past the hot window (by offset, or
+ * by the frame bytes written since offset 0). */
+static int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
+{
+    return p->cfg.hot_window && off
+        && (off >= p->cfg.hot_window || p->tx.hot_bytes >= p->cfg.hot_window / 4);
+}
+
 /* Hot window (rb_config_t.hot_window): on an empty ring past the window,
  * a PAD frame over the ring end makes the next frame start at offset 0.
  * The PAD is the last frame of its group, as at any ring end. */
 static int rb_tx_rewind(rb_pipe_t * p)
 {
-    size_t off = rb_ring_off(p, p->tx.head);
-
-    if (!p->cfg.hot_window || !off || p->tx.head != p->tx.tail
-        || (off < p->cfg.hot_window && p->tx.hot_bytes < p->cfg.hot_window / 4))
+    if (!rb_tx_past_hot(p, rb_ring_off(p, p->tx.head)) || p->tx.head != p->tx.tail)
         return RDMA_OK;
     p->stats.rewinds++;
     return rb_tx_send(p, RB_FRAME_PAD, 0);
@@ -256,9 +262,7 @@ static int rb_tx_one_fits(const rb_pipe_t * p, size_t len)
     uint64_t span = rb_frame_span(p, off, RB_FRAME_DATA, len);
 
     return len && span <= p->cfg.max_frame && off + span <= p->cfg.ring_size
-        && span <= rb_tx_room(p) && !p->tx.wr_frames
-        && (!p->cfg.hot_window || (off < p->cfg.hot_window
-                                   && p->tx.hot_bytes < p->cfg.hot_window / 4));
+        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off);
 }
 
 /* Send the iov as the one frame rb_tx_one_fits found room for. */

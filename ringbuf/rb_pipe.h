@@ -104,7 +104,7 @@ typedef struct rb_config {
     size_t sched_max;           /* sched_c0..ring_size/2 */
     double sched_q;             /* 1..16 */
     /* Hot window: a frame that would start at ring offset >= hot_window,
-     * or after hot_window/4 frame bytes were written since the last rewind,
+     * or after hot_window/4 frame bytes were written since offset 0,
      * on a ring the sender knows to be empty (every frame consumed and its
      * credit seen) starts at offset 0 instead, after a PAD frame over the
      * ring end.  Small messages on a quiet connection then cycle through a

@@ -105,9 +105,7 @@ static int zc_ctrl_flush(zc_conn_t * z)
 
     if (!z->tx.pushed_due && !z->rx.fin_due)
         return RDMA_OK;         /* the common case, on every put and get */
-    rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, 0,
-                          &z->tx.pushed_due);
-
+    rc = zc_ctrl_send(z, ZC_FRAME_PUSHED, z->tx.id, z->tx.pushed_status, 0, &z->tx.pushed_due);
     return rc ? rc : zc_ctrl_send(z, ZC_FRAME_FIN, z->rx.fin_id, z->rx.fin_status,
                                   z->rx.fin_done, &z->rx.fin_due);
 }
@@ -426,16 +424,11 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
 static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     struct iovec view[ZC_IOV_MAX];
-    const struct iovec *v;
     size_t got, done0;
     int m, taken, rc = zc_ctrl_flush(z);
 
     while (rc == RDMA_OK) {
-        /* the caller's iov minus what is read; nothing read yet (the
-         * common case): the iov itself */
-        v = *nbytes || n > ZC_IOV_MAX || z->rx.active ? view : iov;
-        m = v == view ? zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX)
-            : zc_iov_total(iov, n) ? n : 0;
+        m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);
         if (z->rx.active) {
             done0 = z->rx.done;
             taken = 0;
@@ -449,7 +442,7 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
             continue;
         }
         got = 0;
-        rc = m > 0 ? rb_pipe_getv(z->pipe, v, m, &got) : RDMA_OK;
+        rc = m > 0 ? rb_pipe_getv(z->pipe, view, m, &got) : RDMA_OK;
         *nbytes += got;
         taken = 0;
         /* a control frame stopped getv, or there is no iov to fill (FINs
@@ -471,7 +464,7 @@ int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
     if (!rb_pipe_rx_maybe(z->pipe))
         return 0;
     rc = rb_pipe_peek(z->pipe, &type, buf, len);
-    return rc == 1 && type != RB_FRAME_DATA ? -1 : rc < 0 ? -1 : rc;
+    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
 }
 
 rdma_status_t zc_consume(zc_conn_t * z, size_t n)

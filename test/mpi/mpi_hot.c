@@ -46,8 +46,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (long i = 0; i < trips && rank < 2 && size > 1; i++) {
-        int me = rank == 0 ? 0 : 1;
-        unsigned seed = (unsigned) (2 * i + me);
+        unsigned seed = (unsigned) (2 * i + rank);
         if (rank == 0) {
             fill(b, len, seed);
             MPI_Send(b, (int) len, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
