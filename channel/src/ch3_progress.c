@@ -3,12 +3,12 @@
  * READY VC's pipe (read_datav) and send queue (put_datav).
  *
  * Receive state machine per VC (the paper's get side): read a whole
- * MPIDI_CH3_Pkt_t into vc->ch.pkt, hand it to CH3's packet handler; if the
- * handler returns a request, read its data iov, then call its OnDataAvail
- * (which may load more iov entries) until it completes.  Fast path: a
- * point-to-point header that lies whole in the ring is handed to CH3 where
- * it is, with the data behind it (recv_next), so a small message is copied
- * once, from the ring into the user's buffer.
+ * header (MPIDI_CH3I_pkt_wire_len bytes) into vc->ch.pkt, hand it to CH3's
+ * packet handler; if the handler returns a request, read its data iov,
+ * then call its OnDataAvail (which may load more iov entries) until it
+ * completes.  Fast path: a point-to-point header that lies whole in the
+ * ring is handed to CH3 with the data behind it where it lies (recv_next),
+ * so a small message is copied once, from the ring into the user's buffer.
  *
  * Blocking waits poll MPIDI_CH3I_poll_spins times, then block in the
  * kernel between polls (MPIDI_CH3I_RDMA_block: a futex that shm peers
@@ -61,39 +61,49 @@ static int recv_in_place_ok(const MPIDI_CH3_Pkt_t * pkt)
         || pkt->type == MPIDI_CH3_PKT_READY_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND;
 }
 
+/* Header bytes still to read into vc->ch.pkt: its type first, then the
+ * rest of the wire length that type has (MPIDI_CH3I_pkt_wire_len). */
+static size_t recv_hdr_missing(MPIDI_VC_t * vc)
+{
+    const MPIDI_CH3_Pkt_t *pkt = vc->ch.pkt;
+
+    if (vc->ch.pkt_off < sizeof(pkt->type))
+        return sizeof(pkt->type) - vc->ch.pkt_off;
+    return MPIDI_CH3I_pkt_wire_len(vc, pkt->type) - vc->ch.pkt_off;
+}
+
 /* The next header: handled in place when a whole one starts the bytes the
  * peer put (with the data behind it in the same frame, as ch3:nemesis does
  * with a fastbox), else assembled in vc->ch.pkt.  *got: 0 nothing read, 1
  * part of a header, 2 a header handled (*rreq set if data follows). */
 static int recv_next(MPIDI_VC_t * vc, MPIR_Request ** rreq, int *got)
 {
-    struct iovec hdr = { (char *) vc->ch.pkt + vc->ch.pkt_off,
-        sizeof(MPIDI_CH3_Pkt_t) - vc->ch.pkt_off
-    };
     const void *buf;
-    size_t len, nb;
+    size_t len, nb, hl = 0;
     intptr_t buflen = 0;
     int mpi_errno, view = vc->ch.pkt_off ? -1 : MPIDI_CH3I_RDMA_read_view(vc, &buf, &len);
 
     *got = 0;
     if (view == 0)
         return MPI_SUCCESS;
-    if (view == 1 && len >= sizeof(MPIDI_CH3_Pkt_t) && recv_in_place_ok(buf)) {
-        /* the ring is ours and writable; CH3 only reads the header */
-        buflen = (intptr_t) (len - sizeof(MPIDI_CH3_Pkt_t));
-        mpi_errno = recv_header(vc, (MPIDI_CH3_Pkt_t *) buf,
-                                (char *) buf + sizeof(MPIDI_CH3_Pkt_t), &buflen, rreq);
+    if (view == 1 && len >= sizeof(MPIDI_CH3_Pkt_type_t) && recv_in_place_ok(buf)
+        && len >= (hl = MPIDI_CH3I_pkt_wire_len(vc, ((const MPIDI_CH3_Pkt_t *) buf)->type))) {
+        /* the ring is ours and writable; these handlers read only their
+         * packet's struct, so a short header is handed over as it lies */
+        buflen = (intptr_t) (len - hl);
+        mpi_errno = recv_header(vc, (MPIDI_CH3_Pkt_t *) buf, (char *) buf + hl, &buflen, rreq);
         *got = 2;
-        return mpi_errno ? mpi_errno
-            : MPIDI_CH3I_RDMA_read_done(vc, sizeof(MPIDI_CH3_Pkt_t) + (size_t) buflen);
+        return mpi_errno ? mpi_errno : MPIDI_CH3I_RDMA_read_done(vc, hl + (size_t) buflen);
     }
-    mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, &hdr, 1, &nb);
-    if (mpi_errno || nb == 0)
-        return mpi_errno;
-    *got = 1;
-    vc->ch.pkt_off += nb;
-    if (vc->ch.pkt_off < sizeof(MPIDI_CH3_Pkt_t))
-        return MPI_SUCCESS;
+    while (recv_hdr_missing(vc) > 0) {
+        struct iovec hdr = { (char *) vc->ch.pkt + vc->ch.pkt_off, recv_hdr_missing(vc) };
+
+        mpi_errno = MPIDI_CH3I_RDMA_read_datav(vc, &hdr, 1, &nb);
+        if (mpi_errno || nb == 0)
+            return mpi_errno;
+        *got = 1;
+        vc->ch.pkt_off += nb;
+    }
     vc->ch.pkt_off = 0;
     *got = 2;
     return recv_header(vc, vc->ch.pkt, NULL, &buflen, rreq);

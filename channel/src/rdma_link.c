@@ -49,11 +49,12 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     int n, k;
 
     if ((l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSED)
-        || st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
+        || l->pipe.stats.frames_tx + st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
         return 0;
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
                  "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B); ring "
-                 "frames %llu in %llu writes, %llu rewinds to the hot window; by size 2^k "
+                 "frames %llu (%llu B) in %llu writes, %llu credit writes, %llu rewinds to the "
+                 "hot window; by size 2^k "
                  "zcopy/copy:",
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
@@ -62,7 +63,9 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
                  (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx,
                  (unsigned long long) st->split_msgs, (unsigned long long) st->pushed_bytes,
                  (unsigned long long) l->pipe.stats.frames_tx,
+                 (unsigned long long) l->pipe.stats.bytes_tx,
                  (unsigned long long) l->pipe.stats.writes_tx,
+                 (unsigned long long) l->pipe.stats.credits_tx,
                  (unsigned long long) l->pipe.stats.rewinds);
     for (k = 0; k < ZC_LOG2_MAX && n >= 0 && (size_t) n < len; k++)
         if (st->zc_by_log2[k] + st->copy_by_log2[k])

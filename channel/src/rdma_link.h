@@ -48,6 +48,12 @@ void rdma_link_pulled(rdma_conn_t * c, size_t bytes);
 
 /* Put/get up to the iov total (zc.h: large entries by rendezvous);
  * RDMA_OK or an rdma_status_t.  The link must be READY. */
+/* Do l's frames cross a NIC (its transport is known from init on)? */
+static inline int rdma_link_over_wire(const rdma_link_t * l)
+{
+    return l->xc.ops && l->xc.ops->wire;
+}
+
 static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n,
                                            size_t *nb)
 {

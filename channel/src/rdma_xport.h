@@ -139,6 +139,7 @@ typedef struct rdma_xport_params {
 
 struct rdma_xport_ops {
     const char *name;
+    int wire;                   /* frames cross a NIC: every byte on them costs */
     rdma_status_t (*open) (const rdma_xport_params_t * prm, rdma_xport_t ** xp,
                  char *card, size_t cardlen, char *err, size_t errlen);
     rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);

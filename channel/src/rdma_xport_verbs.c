@@ -179,6 +179,7 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
 
 const rdma_xport_ops_t rdma_xport_verbs = {
     .name = "verbs",
+    .wire = 1,
     .open = rdma_verbs_open,
     .connect = rdma_verbs_connect,
     .progress = rdma_verbs_progress,

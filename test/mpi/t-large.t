@@ -18,7 +18,7 @@ expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "copy path only, 2 rank
     env $V $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
 expect_output 0 'rank 0 -> 1: zero-copy [1-9]' "auto, 3 ranks (oversubscribed)" -- \
     env $V $L=auto "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8
-expect_output 0 'rank 0 -> 1: zero-copy 0 .*ring frames [0-9]+ in [0-9]+ writes' \
+expect_output 0 'rank 0 -> 1: zero-copy 0 .*ring frames [0-9]+ \([0-9]+ B\) in [0-9]+ writes' \
     "copy path, fixed pipeline (one write per 16 KiB frame)" -- \
     env $V $L=copy MPIR_CVAR_CH3_RDMA_PIPELINE=fixed "$P/bin/mpiexec" -n 2 "$W/mpi_large"
 expect_output 0 '^ok 6 ' "copy path, superpipeline on a 16 KiB ring (groups capped at 4 KiB)" -- \

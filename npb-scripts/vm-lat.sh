@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# vm-lat.sh -- small-message latency over verbs in the Soft-RoCE VM, like for
+# like and in one boot: ch3:rdma's default arrival (write with immediate,
+# completion-driven) against perftest's ib_send_lat, and flag polling forced
+# (CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1, what ib_write_lat assumes) against
+# ib_write_lat; with --peers also Open MPI over UCX and Debian's MPICH
+# (ch4:ucx) on rxe0 with the settings of test/softroce/peers.md.  Every pair
+# runs all of them (the order flips every pair); the report gives per size
+# the median of the per-pair ratios, their range and the median latencies
+# (half a round trip, mean over ITERS; perftest's t_avg).
+#
+#   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--out DIR]
+#
+# The VM is emulated (TCG): only ratios from one boot mean anything.
+set -euo pipefail
+PROG=vm-lat
+. "$(dirname "$0")/common.sh"
+UCX_RXE=("UCX_TLS=rc,self" UCX_NET_DEVICES=rxe0:1 UCX_UD_VERBS_ETH_DGID_CHECK=n)
+
+# ib_*_lat TOOL SIZE FILE: one perftest run, appended as mpi_bench prints
+# latency ("latency SIZE US", perftest's t_avg).
+lat_perftest() {
+    perftest "$1" "$2" "$ITERS" "$3.tmp"
+    awk -v s="$2" '$1 == s && NF >= 6 { print "latency", s, $6 }' "$3.tmp" >> "$3"
+    rm -f "$3.tmp"
+}
+
+# One mpi_bench run over all sizes: LABEL FILE MPIEXEC...
+lat_mpi() {
+    local label=$1 out=$2
+    shift 2
+    "$@" --tests latency --min "$LO" --max "$HI" --reps 1 --iters "$ITERS" --warmup 200 \
+        > "$out.tmp" 2>&1 || log "$label failed (see $out.err)"
+    grep '^latency' "$out.tmp" > "$out" || cp "$out.tmp" "$out.err"
+    rm -f "$out.tmp"
+}
+
+# One measurement LABEL into FILE (inside the VM).
+measure() {
+    local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
+    case $1 in
+        send | write) for s in $SIZES; do lat_perftest "ib_$1_lat" "$s" "$2"; done ;;
+        imm) lat_mpi "$@" env "$v" "$RDMA/bin/mpiexec" -n 2 "$OUT/mpi_bench.rdma" ;;
+        flag) lat_mpi "$@" env "$v" CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1 "$RDMA/bin/mpiexec" -n 2 \
+            "$OUT/mpi_bench.rdma" ;;
+        ompi) lat_mpi "$@" env "${UCX_RXE[@]}" OMPI_MCA_orte_tmpdir_base=/dev/shm OMPI_MCA_pml=ucx \
+            OMPI_MCA_btl=self "$OMPI/bin/mpiexec" -x UCX_TLS -x UCX_NET_DEVICES \
+            -x UCX_UD_VERBS_ETH_DGID_CHECK -np 2 "$OUT/mpi_bench.ompi" ;;
+        mpich) lat_mpi "$@" env "${UCX_RXE[@]}" "$MPICH/bin/mpiexec" -n 2 "$OUT/mpi_bench.mpich" ;;
+    esac
+}
+
+# Inside the VM: PAIRS rounds of every measurement.
+guest() {
+    local i m order base="send imm write flag${PEERS:+ ompi mpich}"
+    for i in $(seq "$PAIRS"); do
+        order=$base
+        ((i % 2)) || order=$(tr ' ' '\n' <<< "$base" | tac | tr '\n' ' ')
+        for m in $order; do
+            : > "$OUT/$m.$i.txt"
+            measure "$m" "$OUT/$m.$i.txt"
+        done
+        log "pair $i of $PAIRS done"
+    done
+}
+
+# Per size: median (min, max) over the pairs of A/B, and the median latencies.
+ratio_line() {
+    local a=$1 b=$2 i
+    for i in $(seq "$PAIRS"); do
+        awk -v i="$i" 'FNR == NR { o[$2] = $3; next } ($2 in o) && o[$2] > 0 { print $2, $3 / o[$2], o[$2], $3 }' \
+            "$OUT/$b.$i.txt" "$OUT/$a.$i.txt"
+    done | sort -k1,1n -k2,2g | awk -v a="$a" -v b="$b" '
+        function med(v, n) { return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+        function sortv(v, n,   i, j, x) { for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] > v[j]; j--) { x = v[j]; v[j] = v[j-1]; v[j-1] = x } }
+        function flush() { if (!n) return; sortv(x, n); sortv(y, n)
+            printf "%-12s %8s %6d %7.2f %7.2f %7.2f %10.2f %10.2f\n", a "/" b, s, n, med(r, n), r[1], r[n], med(x, n), med(y, n); n = 0 }
+        $1 != s { flush(); s = $1 }
+        { n++; r[n] = $2; y[n] = $3; x[n] = $4 }
+        END { flush() }'
+}
+
+report() {
+    printf "%-12s %8s %6s %7s %7s %7s %10s %10s\n" "a/b" size pairs median min max "a us" "b us"
+    ratio_line imm send
+    ratio_line flag write
+    if [ -n "$PEERS" ]; then
+        ratio_line imm ompi
+        ratio_line imm mpich
+        ratio_line flag ompi
+        ratio_line flag mpich
+    fi
+    echo "# imm: ch3:rdma default (write with immediate); flag: flag polling forced;"
+    echo "# send/write: ib_send_lat/ib_write_lat t_avg; ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
+}
+
+main() {
+    local s
+    PAIRS=11 SIZES="8 64 1024 4096" ITERS=3000 OUT="" PEERS="" GUEST="" HELP=""
+    parse_options "pairs sizes iters out guest" "peers help" "$@"
+    [ -z "$HELP" ] || usage
+    [[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "--pairs takes a positive integer (got '$PAIRS')"
+    [[ $ITERS =~ ^[1-9][0-9]*$ ]] || die "--iters takes a positive integer (got '$ITERS')"
+    for s in $SIZES; do [[ $s =~ ^[1-9][0-9]*$ ]] || die "--sizes takes byte counts (got '$s')"; done
+    LO=$(tr ' ' '\n' <<< "$SIZES" | sort -n | head -1) HI=$(tr ' ' '\n' <<< "$SIZES" | sort -n | tail -1)
+    if [ -n "$GUEST" ]; then
+        IFS=, read -r RDMA OMPI MPICH <<< "$GUEST"
+        guest
+        return
+    fi
+    OUT=${OUT:-$(default_out vm-lat)}
+    mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+    RDMA=$(prefix_of rdma) OMPI=- MPICH=-
+    cp "$(bench_binary rdma "$RDMA")" "$OUT/mpi_bench.rdma"
+    if [ -n "$PEERS" ]; then
+        OMPI=$(prefix_of debian-openmpi) MPICH=$(prefix_of debian-mpich)
+        cp "$(bench_binary debian-openmpi "$OMPI")" "$OUT/mpi_bench.ompi"
+        cp "$(bench_binary debian-mpich "$MPICH")" "$OUT/mpi_bench.mpich"
+    fi
+    log "booting the Soft-RoCE VM; $PAIRS pairs; results in $OUT"
+    "$TOP/test/softroce/run-vm" --timeout $((PAIRS * 900)) --rw "$OUT" -- "$0" \
+        --guest "$RDMA,$OMPI,$MPICH" --pairs "$PAIRS" --sizes "$SIZES" --iters "$ITERS" \
+        --out "$OUT" ${PEERS:+--peers}
+    { echo "# vm-lat: $PAIRS alternating pairs in one boot, $ITERS round trips after 200, rdma $RDMA"
+      report; } | tee "$OUT/vm-lat.txt"
+}
+
+main "$@"
