@@ -22,14 +22,6 @@
 #define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
 #endif
 
-/* A complete frame at rx.tail, as rb_rx_poll found it. */
-typedef struct rb_frame {
-    uint8_t *payload;
-    size_t len;
-    int type;
-    uint64_t span;              /* ring bytes the frame covers */
-} rb_frame_t;
-
 /* Position in an iovec; zero-length entries are stepped over. */
 typedef struct rb_cursor {
     const struct iovec *iov;
@@ -456,6 +448,7 @@ static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
     for (c = 0; c < wrote; c += p->cfg.chunk_size)
         __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
     p->rx.tail += f->span;
+    p->rx.seen.span = 0;
     p->rx.off = 0;
     p->rx.seq = rb_seq_next(p->rx.seq);
     p->rx.consumed++;
@@ -521,6 +514,7 @@ rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * 
         return RDMA_ERR_INVAL;
     rc = rb_rx_poll(p, &f);
     if (rc == 1) {
+        p->rx.seen = f;
         *type = f.type;
         *buf = f.payload + p->rx.off;
         *len = f.len - p->rx.off;
@@ -528,11 +522,17 @@ rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * 
     return rc;
 }
 
+/* The frame peek found is still at rx.tail until released: not parsed
+ * again. */
 rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
 {
     rb_frame_t f;
-    int rc = p ? rb_rx_poll(p, &f) : RDMA_ERR_INVAL;
+    int rc;
 
+    if (!p)
+        return RDMA_ERR_INVAL;
+    f = p->rx.seen;
+    rc = f.span ? 1 : rb_rx_poll(p, &f);
     if (rc < 0)
         return rc;
     return rc == 0 || n > f.len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, &f, n);

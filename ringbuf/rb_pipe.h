@@ -140,6 +140,14 @@ typedef struct rb_stats {
     uint64_t rewinds;           /* PAD frames sent to rewind to the hot window */
 } rb_stats_t;
 
+/* A complete frame at rx.tail, as the receiver parsed it (rb_pipe.c). */
+typedef struct rb_frame {
+    uint8_t *payload;
+    size_t len;
+    int type;
+    uint64_t span;              /* ring bytes the frame covers; 0: none */
+} rb_frame_t;
+
 typedef struct rb_pipe {
     rb_config_t cfg;
     const rb_xport_ops_t *ops;
@@ -164,6 +172,8 @@ typedef struct rb_pipe {
         uint32_t seq;
         uint64_t landed, consumed;      /* frames, completion-driven mode */
         int at_ctrl;            /* the last getv stopped at a CTRL frame */
+        rb_frame_t seen;        /* what rb_pipe_peek parsed at tail, until
+                                 * its release (span 0: nothing) */
     } rx;
     rb_stats_t stats;
 } rb_pipe_t;

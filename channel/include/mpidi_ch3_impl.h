@@ -49,7 +49,7 @@ int MPIDI_CH3I_Progress_finalize(void);
  * frames measured no faster there (a 512 B chunk per frame either way). */
 static inline size_t MPIDI_CH3I_pkt_wire_len(const MPIDI_VC_t * vc, MPIDI_CH3_Pkt_type_t type)
 {
-    if (!rdma_link_over_wire(&vc->ch.conn))
+    if (!rdma_chan_over_wire(&vc->ch.conn))
         return sizeof(MPIDI_CH3_Pkt_t);
     switch (type) {
 #if defined(USE_EAGER_SHORT)

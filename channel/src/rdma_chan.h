@@ -117,6 +117,18 @@ static inline int rdma_chan_peek(rdma_link_t * l, const void **buf, size_t *len)
     return l->xc.state == RDMA_CONN_READY ? rdma_link_peek(l, buf, len) : -1;
 }
 
+/* Inline check of the idle poll: 1 if rdma_chan_peek would return 0. */
+static inline int rdma_chan_rx_idle(const rdma_link_t * l)
+{
+    return l->xc.state == RDMA_CONN_READY && rdma_link_rx_idle(l);
+}
+
+/* Do l's frames cross a NIC, where every byte costs?  (Known from init.) */
+static inline int rdma_chan_over_wire(const rdma_link_t * l)
+{
+    return l->xc.ops && l->xc.ops->wire;
+}
+
 static inline rdma_status_t rdma_chan_consume(rdma_chan_t * ch, rdma_link_t * l, size_t n)
 {
     rdma_status_t st = rdma_link_consume(l, n);

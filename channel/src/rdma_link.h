@@ -48,12 +48,6 @@ void rdma_link_pulled(rdma_conn_t * c, size_t bytes);
 
 /* Put/get up to the iov total (zc.h: large entries by rendezvous);
  * RDMA_OK or an rdma_status_t.  The link must be READY. */
-/* Do l's frames cross a NIC (its transport is known from init on)? */
-static inline int rdma_link_over_wire(const rdma_link_t * l)
-{
-    return l->xc.ops && l->xc.ops->wire;
-}
-
 static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n,
                                            size_t *nb)
 {
@@ -71,6 +65,12 @@ static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *
 static inline int rdma_link_peek(rdma_link_t * l, const void **buf, size_t *len)
 {
     return zc_peek(&l->zc, buf, len);
+}
+
+/* 1 if rdma_link_peek would return 0: the idle poll's inline check. */
+static inline int rdma_link_rx_idle(const rdma_link_t * l)
+{
+    return zc_rx_idle(&l->zc);
 }
 
 static inline rdma_status_t rdma_link_consume(rdma_link_t * l, size_t n)
