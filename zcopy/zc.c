@@ -459,10 +459,10 @@ int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
 {
     int type, rc;
 
-    if (zc_rx_idle(z))
-        return 0;
     if (z->rx.active || z->rx.fin_due || z->tx.pushed_due)
         return -1;
+    if (!rb_pipe_rx_maybe(z->pipe))
+        return 0;
     rc = rb_pipe_peek(z->pipe, &type, buf, len);
     return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
 }

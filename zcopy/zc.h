@@ -155,13 +155,6 @@ int zc_peek(zc_conn_t * z, const void **buf, size_t *len);
 /* Mark n bytes of the zc_peek view read (n <= len). */
 rdma_status_t zc_consume(zc_conn_t * z, size_t n);
 
-/* For the idle poll, inline: 1 if zc_peek would return 0 (no rendezvous
- * step due, nothing can have arrived). */
-static inline int zc_rx_idle(const zc_conn_t * z)
-{
-    return !z->rx.active && !z->rx.fin_due && !z->tx.pushed_due && !rb_pipe_rx_maybe(z->pipe);
-}
-
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);
 

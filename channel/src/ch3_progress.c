@@ -228,11 +228,8 @@ static int progress_poll(int *progressed)
     MPIR_ERR_CHECK(mpi_errno);
     for (vc = MPIDI_CH3I_ready_vcs; vc; vc = next) {
         next = vc->ch.next_ready;       /* vc may leave the list on close */
-        /* an idle VC costs a few loads, not two calls down the layers */
-        if (vc->ch.recv_active || vc->ch.pkt_off || !rdma_chan_rx_idle(&vc->ch.conn)) {
-            mpi_errno = MPIDI_CH3I_Recv_progress(vc, progressed);
-            MPIR_ERR_CHECK(mpi_errno);
-        }
+        mpi_errno = MPIDI_CH3I_Recv_progress(vc, progressed);
+        MPIR_ERR_CHECK(mpi_errno);
         if (vc->ch.sendq_head) {
             mpi_errno = MPIDI_CH3I_Send_progress(vc, progressed);
             MPIR_ERR_CHECK(mpi_errno);

@@ -117,12 +117,6 @@ static inline int rdma_chan_peek(rdma_link_t * l, const void **buf, size_t *len)
     return l->xc.state == RDMA_CONN_READY ? rdma_link_peek(l, buf, len) : -1;
 }
 
-/* Inline check of the idle poll: 1 if rdma_chan_peek would return 0. */
-static inline int rdma_chan_rx_idle(const rdma_link_t * l)
-{
-    return l->xc.state == RDMA_CONN_READY && rdma_link_rx_idle(l);
-}
-
 /* Do l's frames cross a NIC, where every byte costs?  (Known from init.) */
 static inline int rdma_chan_over_wire(const rdma_link_t * l)
 {

@@ -67,12 +67,6 @@ static inline int rdma_link_peek(rdma_link_t * l, const void **buf, size_t *len)
     return zc_peek(&l->zc, buf, len);
 }
 
-/* 1 if rdma_link_peek would return 0: the idle poll's inline check. */
-static inline int rdma_link_rx_idle(const rdma_link_t * l)
-{
-    return zc_rx_idle(&l->zc);
-}
-
 static inline rdma_status_t rdma_link_consume(rdma_link_t * l, size_t n)
 {
     return zc_consume(&l->zc, n);
