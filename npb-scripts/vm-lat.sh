@@ -8,7 +8,7 @@
 # (ch4:ucx) on rxe0 with the settings of test/softroce/peers.md.  Every pair
 # runs all of them (the order flips every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
-# (half a round trip, mean over ITERS; perftest's t_avg).
+# (half a round trip, mean over ITERS; perftest's t_avg), at the --sizes only.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--out DIR]
 #
@@ -69,7 +69,8 @@ guest() {
 ratio_line() {
     local a=$1 b=$2 i
     for i in $(seq "$PAIRS"); do
-        awk -v i="$i" 'FNR == NR { o[$2] = $3; next } ($2 in o) && o[$2] > 0 { print $2, $3 / o[$2], o[$2], $3 }' \
+        awk -v i="$i" -v sizes=" $SIZES " 'FNR == NR { o[$2] = $3; next }
+            ($2 in o) && o[$2] > 0 && index(sizes, " " $2 " ") { print $2, $3 / o[$2], o[$2], $3 }' \
             "$OUT/$b.$i.txt" "$OUT/$a.$i.txt"
     done | sort -k1,1n -k2,2g | awk -v a="$a" -v b="$b" '
         function med(v, n) { return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
