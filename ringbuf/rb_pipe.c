@@ -46,7 +46,7 @@ static uint64_t rb_frame_span(const rb_pipe_t * p, size_t off, int type, size_t 
 
     if (type == RB_FRAME_PAD)
         return p->cfg.ring_size - off;
-    return (RB_FRAME_OVERHEAD + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
+    return (p->ovh + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
 }
 
 /* seq skips 0: a flag word that landed only in part (unwritten bytes still
@@ -113,6 +113,8 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     p->rx.ring = ring;
     p->rx.head_word = head_word;
     p->rx.seq = 1;
+    p->tail_flag = !cfg->flag_publishes && !cfg->completion_driven;
+    p->ovh = p->tail_flag ? RB_FRAME_OVERHEAD : RB_HDR;
     return RDMA_OK;
 }
 
@@ -185,10 +187,8 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
         | (uint64_t) type << 56;
     /* The receiver's word at the tail position is 0 or what our stage holds
-     * there: make the tail flag differ from it (alt 1 -> 2).  Not with
-     * flag_publishes: that read would fetch a line the peer holds before
-     * the frame can be published. */
-    if (!p->cfg.flag_publishes) {
+     * there: make the tail flag differ from it (alt 1 -> 2). */
+    if (p->tail_flag) {
         if (*tailp == flag)
             flag ^= 3;
         *tailp = flag;
@@ -201,7 +201,7 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
-    p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + RB_FRAME_OVERHEAD + len;
+    p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + p->ovh + len;
     if (p->cfg.mode != RB_MODE_BASIC)
         p->rx.tail_sent = p->rx.tail;   /* piggybacked */
     return off;
@@ -221,7 +221,7 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     rb_tx_frame(p, type, len);
     if (!p->tx.wr_frames++)
         p->tx.wr_off = off;
-    p->tx.wr_len = off + RB_FRAME_OVERHEAD + rb_pad8(len) - p->tx.wr_off;
+    p->tx.wr_len = off + p->ovh + rb_pad8(len) - p->tx.wr_off;
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
@@ -265,7 +265,7 @@ static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, 
 
     for (i = 0; i < n; d += iov[i++].iov_len)
         memcpy(d, iov[i].iov_base, iov[i].iov_len);
-    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), RB_FRAME_OVERHEAD + rb_pad8(len), 1);
+    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1);
     p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? len : 0;
     return rc;
@@ -298,8 +298,8 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
             room = p->cfg.max_frame;
         if (room < p->cfg.chunk_size)
             break;
-        if (len > room - RB_FRAME_OVERHEAD)
-            len = room - RB_FRAME_OVERHEAD;
+        if (len > room - p->ovh)
+            len = room - p->ovh;
         rb_cursor_copy(&cur, rb_tx_payload(p, len), len, 1);
         rc = rb_tx_send(p, RB_FRAME_DATA, len);
         done += rc == RDMA_OK ? len : 0;
@@ -404,16 +404,17 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     len = flag >> 2 & RB_LEN_MAX;
     /* rx.off > len: the peer rewrote a frame we had partly read (callers
      * compute len - rx.off) */
-    if ((flag & 3) == 0 || (flag & 3) == 3 || RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.max_frame
-        || off + RB_FRAME_OVERHEAD + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
+    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->cfg.max_frame
+        || off + p->ovh + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
         return RDMA_ERR_PROTO;
-    if (!p->cfg.flag_publishes
+    if (p->tail_flag
         && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
         != flag)
         return known ? RDMA_ERR_PROTO : 0;
     /* complete: no payload or info read may move before the flag reads (a
-     * ring the CPU writes, flag_publishes, needs only the acquire above) */
-    if (!p->cfg.flag_publishes)
+     * ring the CPU writes, flag_publishes, needs only the acquire above; a
+     * landed completion made the write visible before it was reported) */
+    if (p->tail_flag)
         RB_RX_BARRIER();
     if (!p->rx.off)
         rb_rx_prefetch(fr, len);
@@ -441,7 +442,7 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 {
     volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
-    uint64_t c, wrote = RB_FRAME_OVERHEAD + rb_pad8(f->len);
+    uint64_t c, wrote = p->ovh + rb_pad8(f->len);
 
     /* relaxed: the credit's release store (ops->credit, or the head flag
      * of the next frame that piggybacks it) orders these before reuse */

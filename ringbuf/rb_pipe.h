@@ -22,14 +22,15 @@
  *                         low 56 bits; rebuilt against tx.head)
  *                         | (uint64)type << 56
  *   +16  payload[len], zero padded to 8 bytes
- *   +16+pad8(len)  uint64 tail flag == flag
+ *   +16+pad8(len)  uint64 tail flag == flag, only where nothing else
+ *                  publishes the frame (rb_pipe_t.tail_flag)
  *
  * seq starts at 1 and skips 0, so a flag word that has landed only in part
  * (its unwritten bytes still 0) never carries the expected seq.  A CTRL
  * frame that does not fit before the ring end, and a rewind to the hot
  * window (rb_config_t.hot_window), are preceded by a PAD frame (len 0) that
- * covers the rest of the ring; the receiver drops it.  Only a PAD's first
- * 24 bytes are written, so only its first chunk-start word is cleared.
+ * covers the rest of the ring; the receiver drops it.  Only a PAD's header
+ * (and tail flag) is written, so only its first chunk-start word is cleared.
  *
  * Arrival (piggyback mode, flag polling): the receiver polls the flag word of
  * its next expected frame.  Every chunk-start word is cleared to 0 by the
@@ -44,7 +45,8 @@
  *    a write in increasing address order (ibv_query_qp_data_in_order WHOLE_MSG)
  *    plus an acquire barrier after the tail flag; otherwise the pipe runs
  *    completion-driven (cfg.completion_driven): the transport calls
- *    rb_pipe_landed() per frame on its write-with-immediate completion.
+ *    rb_pipe_landed() per frame on its write-with-immediate completion,
+ *    which makes the whole write visible, so frames carry no tail flag.
  *  - shm: the stage IS the peer's ring; the pipe writes the payload, then
  *    stores the flag with release semantics (rb_pipe does this itself), and
  *    the receiver's acquire load of the flag orders its payload reads
@@ -82,7 +84,7 @@ typedef enum {
  * caller's choice), and PAD (internal, never returned by rb_pipe_peek). */
 enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_PAD = 255 };
 
-#define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag */
+#define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag (the most) */
 #define RB_CREDIT_MASK ((UINT64_C(1) << 56) - 1)       /* info bits 0..55 */
 #define RB_LEN_MAX ((1u << 30) - 1)
 
@@ -152,6 +154,12 @@ typedef struct rb_pipe {
     rb_config_t cfg;
     const rb_xport_ops_t *ops;
     void *ctx;
+    /* From cfg at init: a tail flag is written and checked unless the head
+     * flag's store (flag_publishes) or the transport's completion
+     * (completion_driven) tells the receiver the frame is complete; ovh is
+     * a frame's bytes besides its padded payload (16, or 24 with it). */
+    int tail_flag;
+    unsigned ovh;
     struct {
         uint8_t *stage;
         volatile uint64_t *tail_word;

@@ -41,20 +41,41 @@ int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed);
 int MPIDI_CH3I_Progress_init(void);
 int MPIDI_CH3I_Progress_finalize(void);
 
-/* Bytes of a CH3 header in vc's pipe.  Over a NIC, point-to-point packets
- * travel as their own struct, not the whole MPIDI_CH3_Pkt_t union (80 B):
- * an 8-byte message is then a 64-byte frame instead of 104 on the wire.
- * Both sides derive the length from the link's transport (the same at both
- * ends) and the type alone.  Shared memory keeps whole headers: shorter
- * frames measured no faster there (a 512 B chunk per frame either way). */
-static inline size_t MPIDI_CH3I_pkt_wire_len(const MPIDI_VC_t * vc, MPIDI_CH3_Pkt_type_t type)
+#if defined(USE_EAGER_SHORT)
+/* An eager-short packet on the wire ends with its data_sz data bytes.
+ * Until `have` bytes reach its data, only that prefix is asked for; a
+ * data_sz out of range (never sent) reads as the whole struct. */
+static inline size_t MPIDI_CH3I_eagershort_wire_len(const MPIDI_CH3_Pkt_eagershort_send_t * pkt,
+                                                    size_t have)
+{
+    const size_t hdr = offsetof(MPIDI_CH3_Pkt_eagershort_send_t, data);
+
+    if (have < hdr)
+        return hdr;
+    if (pkt->data_sz < 0 || pkt->data_sz > MPIDI_EAGER_SHORT_SIZE)
+        return sizeof(*pkt);
+    return hdr + (size_t) pkt->data_sz;
+}
+#endif
+
+/* Bytes of a CH3 header in vc's pipe, given `have` bytes of it at pkt
+ * (at least its type).  Over a NIC, point-to-point packets travel as their
+ * own struct, not the whole MPIDI_CH3_Pkt_t union (80 B), and an
+ * eager-short one only as far as its data: an 8-byte message is a 48-byte
+ * frame instead of 104 on the wire (completion-driven; 56 with a tail
+ * flag).  Both sides derive the length from the link's transport (the same
+ * at both ends) and the header alone.  Shared memory keeps whole headers:
+ * shorter frames measured no faster there (a 512 B chunk per frame either
+ * way). */
+static inline size_t MPIDI_CH3I_pkt_wire_len(const MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt,
+                                             size_t have)
 {
     if (!rdma_chan_over_wire(&vc->ch.conn))
         return sizeof(MPIDI_CH3_Pkt_t);
-    switch (type) {
+    switch (pkt->type) {
 #if defined(USE_EAGER_SHORT)
         case MPIDI_CH3_PKT_EAGERSHORT_SEND:
-            return sizeof(MPIDI_CH3_Pkt_eagershort_send_t);
+            return MPIDI_CH3I_eagershort_wire_len(&pkt->eagershort_send, have);
 #endif
         case MPIDI_CH3_PKT_EAGER_SEND:
         case MPIDI_CH3_PKT_READY_SEND:

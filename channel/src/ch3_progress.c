@@ -61,15 +61,15 @@ static int recv_in_place_ok(const MPIDI_CH3_Pkt_t * pkt)
         || pkt->type == MPIDI_CH3_PKT_READY_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND;
 }
 
-/* Header bytes still to read into vc->ch.pkt: its type first, then the
- * rest of the wire length that type has (MPIDI_CH3I_pkt_wire_len). */
+/* Header bytes still to read into vc->ch.pkt: its type first, then as
+ * much as MPIDI_CH3I_pkt_wire_len asks for given what is read. */
 static size_t recv_hdr_missing(MPIDI_VC_t * vc)
 {
     const MPIDI_CH3_Pkt_t *pkt = vc->ch.pkt;
 
     if (vc->ch.pkt_off < sizeof(pkt->type))
         return sizeof(pkt->type) - vc->ch.pkt_off;
-    return MPIDI_CH3I_pkt_wire_len(vc, pkt->type) - vc->ch.pkt_off;
+    return MPIDI_CH3I_pkt_wire_len(vc, pkt, vc->ch.pkt_off) - vc->ch.pkt_off;
 }
 
 /* The next header: handled in place when a whole one starts the bytes the
@@ -87,7 +87,7 @@ static int recv_next(MPIDI_VC_t * vc, MPIR_Request ** rreq, int *got)
     if (view == 0)
         return MPI_SUCCESS;
     if (view == 1 && len >= sizeof(MPIDI_CH3_Pkt_type_t) && recv_in_place_ok(buf)
-        && len >= (hl = MPIDI_CH3I_pkt_wire_len(vc, ((const MPIDI_CH3_Pkt_t *) buf)->type))) {
+        && len >= (hl = MPIDI_CH3I_pkt_wire_len(vc, buf, len))) {
         /* the ring is ours and writable; these handlers read only their
          * packet's struct, so a short header is handed over as it lies */
         buflen = (intptr_t) (len - hl);

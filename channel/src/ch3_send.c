@@ -3,8 +3,8 @@
  *
  * Every message is an iov whose first entry is a CH3 header, sent as
  * MPIDI_CH3I_pkt_wire_len bytes (the pipe is a byte stream; the
- * receiver derives a header's length from the transport and type).  If the
- * VC's send queue is empty the iov goes straight into the pipe; what the
+ * receiver derives a header's length from the transport and the header).
+ * If the VC's send queue is empty the iov goes straight into the pipe; what the
  * pipe does not take is kept in a request (header copied into
  * dev.pending_pkt, since callers pass it on their stack) and queued.
  * Queued requests drain in MPIDI_CH3I_Send_progress, in FIFO order.
@@ -95,7 +95,7 @@ static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
     size_t nb = 0, total = 0;
     int i;
 
-    iov[0].iov_len = MPIDI_CH3I_pkt_wire_len(vc, ((MPIDI_CH3_Pkt_t *) iov[0].iov_base)->type);
+    iov[0].iov_len = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
     for (i = 0; i < n; i++)
         total += iov[i].iov_len;
     *sreq_out = NULL;

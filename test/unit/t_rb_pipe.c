@@ -528,6 +528,9 @@ static void t_completion(void)
     pair_init(&c);
     put1(&A, "abc", 3);
     put1(&A, "defg", 4);
+    ok(A.writes == 2 && A.wlen[0] == 24 && A.wlen[1] == 24,
+       "completion-driven: a 3-byte frame is one 24-byte write, no tail flag (%zu, %zu)",
+       A.wlen[0], A.wlen[1]);
     is_size(get1(&B, out, sizeof(out)), 0, "completion-driven: frames invisible before landed");
     rb_pipe_landed(&B.p, 1);
     ok(get1(&B, out, sizeof(out)) == 3 && !memcmp(out, "abc", 3),
