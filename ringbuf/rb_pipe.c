@@ -187,7 +187,9 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
         | (uint64_t) type << 56;
     /* The receiver's word at the tail position is 0 or what our stage holds
-     * there: make the tail flag differ from it (alt 1 -> 2). */
+     * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
+     * flag this read is skipped; on shm it would fetch a line the peer
+     * holds before the frame can be published. */
     if (p->tail_flag) {
         if (*tailp == flag)
             flag ^= 3;

@@ -4,8 +4,8 @@
  * Every message is an iov whose first entry is a CH3 header, sent as
  * MPIDI_CH3I_pkt_wire_len bytes (the pipe is a byte stream; the
  * receiver derives a header's length from the transport and the header).
- * If the VC's send queue is empty the iov goes straight into the pipe; what the
- * pipe does not take is kept in a request (header copied into
+ * If the VC's send queue is empty the iov goes straight into the pipe;
+ * what the pipe does not take is kept in a request (header copied into
  * dev.pending_pkt, since callers pass it on their stack) and queued.
  * Queued requests drain in MPIDI_CH3I_Send_progress, in FIFO order.
  *
