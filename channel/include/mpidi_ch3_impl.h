@@ -66,7 +66,9 @@ static inline size_t MPIDI_CH3I_eagershort_wire_len(const MPIDI_CH3_Pkt_eagersho
  * flag).  Both sides derive the length from the link's transport (the same
  * at both ends) and the header alone.  Shared memory keeps whole headers:
  * short ones there measured 0.93-0.99x at 128 B-8 KiB but 1.43x at 32 B
- * and 1.15x at 64 B (ping-pong latency ratios, 21 pairs), cause unknown. */
+ * and 1.15x at 64 B (ping-pong latency ratios, 21 pairs), cause unknown;
+ * with 64-byte slots (RING_CHUNK auto) 0.95-0.98x from 64 B and 1.0 below,
+ * but 1.54x at 32 B again with 512-byte slots (15 pairs). */
 static inline size_t MPIDI_CH3I_pkt_wire_len(const MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt,
                                              size_t have)
 {

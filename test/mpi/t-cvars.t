@@ -3,7 +3,7 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 15
+plan 17
 mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX [OTHER=VALUE...]
@@ -20,11 +20,16 @@ bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0.5 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0\.5: all
 bad MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100 'MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100: allowed 0 or 65536\.\.1073741824'
 bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100: allowed 1024\.\.67108864'
 bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
-bad MPIR_CVAR_CH3_RDMA_RING_HOT=100 'MPIR_CVAR_CH3_RDMA_RING_HOT=100: allowed -1 \(auto\), 0 \(off\) or 512\.\.262144'
+bad MPIR_CVAR_CH3_RDMA_RING_HOT=32 'MPIR_CVAR_CH3_RDMA_RING_HOT=32: allowed -1 \(auto\), 0 \(off\) or 64\.\.262144'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
 bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'
 bad MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100 'MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100: allowed 1024\.\.1073741824'
 bad MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1 'MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1: allowed 0\.\.1048576'
+# RING_CHUNK auto: 64-byte slots on shared memory; a set value is used as is.
+expect_output 0 'shm mode=flag-poll ring=524288 chunk=64$' "RING_CHUNK auto: shm rings use 64-byte slots" -- \
+    env MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -n 2 "$W/cpi"
+expect_output 0 'shm mode=flag-poll ring=524288 chunk=512$' "RING_CHUNK=512 is used on shm" -- \
+    env MPIR_CVAR_CH3_RDMA_VERBOSE=1 MPIR_CVAR_CH3_RDMA_RING_CHUNK=512 "$P/bin/mpiexec" -n 2 "$W/cpi"
 if ibv_devices 2>/dev/null | grep -q '^ *[a-z]'; then
     ok 0 "# SKIP this host has an RDMA device"
 else
