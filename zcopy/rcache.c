@@ -202,6 +202,11 @@ static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_
     r->refcount = 1;
     rc->stats.regions++;
     rc->stats.bytes += e - s;
+    if (rc->cfg.pinned) {
+        rc->cfg.pinned->now += e - s;
+        if (rc->cfg.pinned->now > rc->cfg.pinned->peak)
+            rc->cfg.pinned->peak = rc->cfg.pinned->now;
+    }
     *out = r;
     return RDMA_OK;
 
@@ -216,6 +221,8 @@ static void rcache_region_destroy(rcache_t * rc, rcache_region_t * r)
     rc->ops.dereg(rc->ctx, r->mr);
     rc->stats.regions--;
     rc->stats.bytes -= r->end - r->start;
+    if (rc->cfg.pinned)
+        rc->cfg.pinned->now -= r->end - r->start;
     free(r);
 }
 

@@ -77,6 +77,13 @@ typedef struct rcache_ops {
     void (*drain)(void *ctx, rcache_t * rc);
 } rcache_ops_t;
 
+/* Registered bytes of the caches that share this account (e.g. one
+ * transport's send and receive caches): now, and the peak since zeroed.
+ * Guarded like those caches (their caller serialises them all). */
+typedef struct rcache_pinned {
+    size_t now, peak;
+} rcache_pinned_t;
+
 typedef struct rcache_config {
     size_t max_bytes;           /* idle registered bytes kept (SIZE_MAX: no
                                  * limit); beyond: evict LRU */
@@ -84,6 +91,8 @@ typedef struct rcache_config {
     int cache;                  /* 0: no caching: every get registers, the
                                  * last put deregisters (for when no
                                  * invalidation mechanism exists) */
+    rcache_pinned_t *pinned;    /* NULL, or the account this cache's
+                                 * registrations and deregistrations add to */
 } rcache_config_t;
 
 typedef struct rcache_stats {

@@ -112,20 +112,22 @@ static void rdma_chan_ready(void *arg, rdma_conn_t * c)
 
 /* --- open, finalize --------------------------------------------------- */
 
-static void rdma_chan_params(const rdma_chan_t * ch, rdma_xport_params_t * prm)
+/* Transport k's parameters: its links' pipe geometry (the slot size
+ * differs between shm and verbs, RING_CHUNK auto) and the device settings. */
+static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
 {
     const rdma_chan_config_t *cfg = &ch->cfg;
-    const rb_config_t *ring = &cfg->link[RDMA_XP_SHM].ring;
+    const rb_config_t *ring = &cfg->link[k].ring;
 
     memset(prm, 0, sizeof(*prm));
     prm->rank = ch->rank;
     prm->size = ch->size;
     prm->job = ch->job;
-    prm->ring_size = ring->ring_size;   /* the same for both transports */
+    prm->ring_size = ring->ring_size;
     prm->chunk_size = ring->chunk_size;
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
-        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, NULL };
+        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, &ch->xp[k] };
     prm->device = cfg->device;
     prm->port = cfg->port;
     prm->gid_index = cfg->gid_index;
@@ -164,12 +166,11 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
         for (k = 0; l && k < RDMA_XP_N; k++)
             needed[k] |= l->xc.ops == ch->xp[k].ops;
     }
-    rdma_chan_params(ch, &prm);
     snprintf(card, len, "none");
     for (k = 0; k < RDMA_XP_N; k++) {
         if (!needed[k])
             continue;
-        prm.ev.arg = &ch->xp[k];
+        rdma_chan_params(ch, k, &prm);
         ch->msg[0] = '\0';
         st = ch->xp[k].ops->open(&prm, &ch->xp[k].xp, frag, sizeof(frag), ch->msg,
                                  sizeof(ch->msg));
@@ -188,6 +189,27 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
         return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "business card longer than "
                         "%zu bytes", len);
     return rdma_chan_thread_start(ch);
+}
+
+void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
+{
+    int i, k;
+
+    memset(c, 0, sizeof(*c));
+    for (i = 0; i < ch->size; i++) {
+        const rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+
+        if (!l)
+            continue;
+        c->ring_frames += l->pipe.stats.frames_tx;
+        c->ring_writes += l->pipe.stats.writes_tx;
+        c->zcopy_parts += l->zc.stats.zc_msgs;
+        c->copy_parts += l->zc.stats.copy_msgs;
+        c->copy_fallbacks += l->zc.stats.refused_rx;
+    }
+    for (k = 0; k < RDMA_XP_N; k++)
+        if (ch->xp[k].xp && ch->xp[k].ops->counters)
+            ch->xp[k].ops->counters(ch->xp[k].xp, &c->xp);
 }
 
 /* MPIR_CVAR_CH3_RDMA_VERBOSE at finalize: per link, which path large

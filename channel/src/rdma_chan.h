@@ -76,6 +76,18 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
  * (verbose: reports first). */
 rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
 
+/* What the channel publishes through MPI_T: sums over its links (since
+ * they were bound) and its open transports. */
+typedef struct rdma_chan_counters {
+    uint64_t ring_frames, ring_writes;  /* frames sent; transport writes of them */
+    uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
+    uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
+    rdma_xport_counters_t xp;
+} rdma_chan_counters_t;
+
+/* Same caller rule as every other call: the owner serialises it. */
+void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
+
 /* Start connecting l (a no-op once connecting or READY). */
 rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);
 

@@ -243,6 +243,7 @@ struct rdma_xport {
     unsigned polls;             /* [main] progress calls; clock read every 256th */
     rdma_verbs_rc_t rc_src;     /* [main] send buffers the peer reads: REMOTE_READ */
     rdma_verbs_rc_t rc_dst;     /* [main] receive buffers our reads fill: LOCAL_WRITE */
+    rcache_pinned_t pinned;     /* [main] user memory both caches keep registered */
     int memev_on, said_reg, said_memev; /* [main] */
     char memev_err[160];        /* [main] why registrations are not cached */
     const char *fork_mode;      /* [fixed] rdma_xport_verbs_fork_mode() */
@@ -304,6 +305,7 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp);
 void rdma_verbs_rc_close(rdma_xport_t * xp);
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);
+void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c);
 extern const zc_ops_t rdma_verbs_zc_ops;
 
 #endif /* RDMA_VERBS_H_INCLUDED */

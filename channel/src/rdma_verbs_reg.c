@@ -80,7 +80,9 @@ static const rcache_ops_t rdma_verbs_rc_ops = {
 
 rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 {
-    rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1 };
+    rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1,
+        &xp->pinned
+    };
 
     xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == RDMA_OK;
     cfg.cache = xp->memev_on;
@@ -253,6 +255,23 @@ static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, cha
                     (unsigned long long) st.evictions, (unsigned long long) st.invalidations,
                     (unsigned long long) st.uncached, (unsigned long long) st.reg_failures,
                     st.regions, st.bytes, st.idle_regions);
+}
+
+void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c)
+{
+    const rdma_verbs_rc_t *vr[2] = { &xp->rc_src, &xp->rc_dst };
+    rcache_stats_t st;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        if (!vr[i]->rc)
+            continue;
+        rcache_stats_get(vr[i]->rc, &st);
+        c->reg_hits += st.hits;
+        c->reg_misses += st.misses;
+    }
+    c->pinned_bytes += xp->pinned.now;
+    c->pinned_bytes_max += xp->pinned.peak;
 }
 
 /* Called once the channel thread is stopped ([cm] fields too). */

@@ -137,6 +137,13 @@ typedef struct rdma_xport_params {
     size_t rcache_max_bytes, rcache_max_entries;
 } rdma_xport_params_t;
 
+/* What a transport adds to the channel's MPI_T counters. */
+typedef struct rdma_xport_counters {
+    uint64_t reg_hits, reg_misses;      /* registration-cache lookups */
+    uint64_t pinned_bytes;      /* user memory registered now (cached too) */
+    uint64_t pinned_bytes_max;  /* its peak since the transport opened */
+} rdma_xport_counters_t;
+
 struct rdma_xport_ops {
     const char *name;
     int wire;                   /* frames cross a NIC: every byte on them costs */
@@ -175,6 +182,9 @@ struct rdma_xport_ops {
     /* One line of statistics about the transport (e.g. its registration
      * cache), or NULL. */
     int (*stats) (const rdma_xport_t * xp, char *buf, size_t len);
+    /* Add the transport's counters to *c (same thread rule as progress),
+     * or NULL: it has none. */
+    void (*counters) (const rdma_xport_t * xp, rdma_xport_counters_t * c);
 };
 
 /* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */

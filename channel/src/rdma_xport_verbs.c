@@ -195,5 +195,6 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .bg_run = rdma_verbs_cm_run,
     .pipe_ops = &rdma_verbs_pipe_ops,
     .zc = &rdma_verbs_zc_ops,
-    .stats = rdma_verbs_stats
+    .stats = rdma_verbs_stats,
+    .counters = rdma_verbs_counters
 };

@@ -15,6 +15,7 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/mpi_ptracer" "$TOP/test/mpi/mpi_ptracer.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_life" "$TOP/test/mpi/mpi_life.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_hot" "$TOP/test/mpi/mpi_hot.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_pvars" "$TOP/test/mpi/mpi_pvars.c" &&
         "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" ||
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }

@@ -4,7 +4,7 @@
 # in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 17
+plan 19
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -66,4 +66,14 @@ expect_output 0 '^ok 1 ' "fork()+exec and children writing into buffers in fligh
 expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or zcopy' \
     "bad protocol name is rejected with the allowed values" -- \
     env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"
+# MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
+out=$(timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
+n=$(grep -c '^pvar rdma_' <<< "$out")
+[[ $n -eq 9 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out"
+ok $? "MPI_T lists the 9 rdma_* pvars ($n), read-only and continuous"
+grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
+    grep -q '^rank 1: rdma_zcopy_parts [1-9]' <<< "$out" && grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
+    grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out"
+ok $? "MPI_T reads: ring frames and writes, CMA zero-copy parts, nothing pinned on shm, values after finalize" ||
+    echo "$out" | diag
 done_testing

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 16
+plan 17
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -56,6 +56,13 @@ expect_output 0 'rank 1 verbs: rcache on, send: [^;]*; [^;]*; receive: hits [0-9
     "verbs forced, 128 MiB first-touch zero-copy into offset 16: at most 4 receive registrations" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 0 huge 128 16
+# MPI_T over verbs: the registration cache and the pinned-memory peak
+out=$(env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy timeout 300 "$P/bin/mpiexec" -n 2 \
+    "$W/mpi_pvars" 100 4194304 8 2>&1)
+grep -q '^rank 0: rdma_rcache_hits [1-9]' <<< "$out" && grep -q '^rank 0: rdma_zcopy_parts [1-9]' <<< "$out" &&
+    grep -q '^rank 0: rdma_pinned_bytes_max [1-9][0-9]\{6\}' <<< "$out"
+ok $? "verbs forced, MPI_T: rcache hits, zero-copy parts, a pinned-bytes peak of at least 1 MB" ||
+    echo "$out" | grep '^rank 0' | diag
 expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "verbs forced, copy path only (superpipeline)" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4

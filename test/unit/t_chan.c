@@ -54,7 +54,8 @@ static rdma_chan_config_t t_config(rdma_transport_choice_t t)
     cfg.transport = t;
     cfg.poll_spins = -1;
     for (k = 0; k < RDMA_XP_N; k++) {
-        cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256,
+        /* slots differ per transport, as with RING_CHUNK auto */
+        cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = k ? 256 : 64,
             .max_frame = 4096, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
         cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
     }
@@ -114,6 +115,10 @@ static void test_assign(void)
        && R[2].link[0].xc.ops == &fake_xport2, "auto: shm on the node, verbs to the other node");
     ok(!strcmp(R[0].card, "shm:fake0.0;ib:fake1.0") && !strcmp(R[2].card, "ib:fake1.2"),
        "card names the transports opened: %s | %s", R[0].card, R[2].card);
+    ok(R[0].ch.xp[RDMA_XP_SHM].xp->prm.chunk_size == 64
+       && R[0].ch.xp[RDMA_XP_VERBS].xp->prm.chunk_size == 256,
+       "each transport is opened with its own links' slot size (%zu, %zu)",
+       R[0].ch.xp[RDMA_XP_SHM].xp->prm.chunk_size, R[0].ch.xp[RDMA_XP_VERBS].xp->prm.chunk_size);
     ok(R[2].ch.xp[RDMA_XP_SHM].xp == NULL, "a transport no peer needs is not opened");
     world_close();
     ok(world_open(3, one_node, RDMA_TRANSPORT_VERBS) == 0
@@ -168,6 +173,25 @@ static int send_recv(int a, int b, const char *msg, char *got, size_t len)
     return rcvd == len ? 0 : -1;
 }
 
+/* Finish a's rendezvous to b, whose data b has read: b's reads send the
+ * FIN, a's reads take it in, and a's put of the same buffer then takes
+ * the entry whole. */
+static int put_finish(int a, int b, const void *buf, size_t len)
+{
+    struct iovec out = { (void *) buf, len };
+    char none;
+    struct iovec in = { &none, 1 };
+    size_t nb = 0, got;
+    int i;
+
+    for (i = 0; i < 100000 && nb < len; i++)
+        if (world_poll() || rdma_chan_getv(&R[b].ch, &R[b].link[a], &in, 1, &got) != RDMA_OK
+            || rdma_chan_getv(&R[a].ch, &R[a].link[b], &in, 1, &got) != RDMA_OK
+            || rdma_chan_putv(&R[a].ch, &R[a].link[b], &out, 1, &nb) != RDMA_OK)
+            return -1;
+    return nb == len ? 0 : -1;
+}
+
 static void test_data(void)
 {
     static const int node[NR] = { 0, 0, 1 };
@@ -175,6 +199,8 @@ static void test_data(void)
     char m[64];
     size_t i, nb;
     struct iovec iov = { m, 8 };
+    rdma_chan_counters_t c0, c2;
+    int fin;
 
     for (i = 0; i < sizeof(big); i++)
         big[i] = (char) (i * 131 + (i >> 9));
@@ -192,6 +218,14 @@ static void test_data(void)
     ok(send_recv(1, 0, big, got, 50000) == 0 && !memcmp(big, got, 50000),
        "writes landing in two parts: flag polling waits for the rest");
     fake_faults.split_writes = 0;
+    rdma_chan_counters_get(&R[0].ch, &c0);
+    fin = put_finish(2, 0, big, sizeof(big));
+    rdma_chan_counters_get(&R[2].ch, &c2);
+    ok(fin == 0 && c2.zcopy_parts == 1 && c2.ring_frames >= 1 && c2.ring_writes >= 1
+       && c0.ring_frames == R[0].link[1].pipe.stats.frames_tx + R[0].link[2].pipe.stats.frames_tx
+       && c0.copy_fallbacks == 0 && c2.xp.pinned_bytes_max == 0,
+       "counters sum the links: rank 2 sent %llu zero-copy part in %llu frames",
+       (unsigned long long) c2.zcopy_parts, (unsigned long long) c2.ring_frames);
     world_close();
 }
 

@@ -152,7 +152,7 @@ static const rcache_ops_t ops_drain = { fake_reg, fake_dereg, fake_drain };
 static rcache_t *mk(size_t limit, size_t max_bytes, size_t max_entries, int cache,
                     const rcache_ops_t * ops)
 {
-    rcache_config_t cfg = { max_bytes, max_entries, cache };
+    rcache_config_t cfg = { max_bytes, max_entries, cache, NULL };
     rcache_t *rc = NULL;
 
     fake_free();
@@ -200,7 +200,7 @@ static int mr_live(const rcache_region_t * r)
 
 static void t_args(void)
 {
-    rcache_config_t cfg = { 0, 0, 1 };
+    rcache_config_t cfg = { 0, 0, 1, NULL };
     rcache_ops_t bad = { NULL, fake_dereg, NULL };
     rcache_t *rc = NULL;
     rcache_region_t *r = NULL;
@@ -652,6 +652,37 @@ static void t_random(int cache)
     fin(rc, cache ? "random cache=1" : "random cache=0");
 }
 
+/* Two caches sharing one pinned account: it sums their registered bytes
+ * and keeps the peak while evictions and invalidations lower them. */
+static void t_pinned(void)
+{
+    rcache_pinned_t acct = { 0, 0 };
+    rcache_config_t cfg = { SIZE_MAX, SIZE_MAX, 1, &acct };
+    rcache_t *a = NULL, *b = NULL;
+    rcache_region_t *ra, *rb;
+
+    fake_free();
+    memset(&F, 0, sizeof(F));
+    F.limit = 100 * PG;
+    if (rcache_create(&cfg, &ops_plain, &F, &a) || rcache_create(&cfg, &ops_plain, &F, &b))
+        diag("rcache_create failed");
+    ra = get(a, 0, 4, NULL);
+    rb = get(b, 10, 2, NULL);
+    ok(acct.now == 6 * PG && acct.peak == 6 * PG, "pinned: two caches add up (%zu pages)",
+       acct.now / PG);
+    rcache_put(a, ra);
+    rcache_put(b, rb);
+    ok(acct.now == 6 * PG, "pinned: idle cached regions stay pinned");
+    rcache_invalidate(a, (uintptr_t) pg(0), 4 * PG);
+    ok(acct.now == 2 * PG && acct.peak == 6 * PG,
+       "pinned: an invalidation unpins, the peak stays (%zu / %zu pages)", acct.now / PG,
+       acct.peak / PG);
+    rcache_destroy(a);
+    rcache_destroy(b);
+    ok(acct.now == 0 && acct.peak == 6 * PG && F.regs == F.deregs,
+       "pinned: destroy leaves nothing pinned");
+}
+
 int main(void)
 {
     PG = (size_t) sysconf(_SC_PAGESIZE);
@@ -670,6 +701,7 @@ int main(void)
     t_tree();
     t_random(1);
     t_random(0);
+    t_pinned();
     fake_free();
     return done_testing();
 }
