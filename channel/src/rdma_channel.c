@@ -102,7 +102,9 @@ static int rdma_poll_spins(MPIDI_PG_t * pg, int pg_rank)
 
 /* --- MPI_T performance variables -------------------------------------- */
 
-/* After finalize a read returns the last values (the links are gone). */
+/* After finalize a read returns the last values (the links are gone).
+ * Both written at init/finalize and read by rdma_pvar_read, all inside
+ * the global critical section. */
 static rdma_chan_counters_t rdma_final_counters;
 static int rdma_chan_live;
 

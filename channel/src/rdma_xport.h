@@ -141,7 +141,8 @@ typedef struct rdma_xport_params {
 typedef struct rdma_xport_counters {
     uint64_t reg_hits, reg_misses;      /* registration-cache lookups */
     uint64_t pinned_bytes;      /* user memory registered now (cached too) */
-    uint64_t pinned_bytes_max;  /* its peak since the transport opened */
+    uint64_t pinned_bytes_max;  /* its peak since the transport opened
+                                 * (only verbs pins: no sum of peaks) */
 } rdma_xport_counters_t;
 
 struct rdma_xport_ops {
