@@ -21,6 +21,7 @@ struct rcache {
     rcache_region_t *root;      /* live regions */
     rcache_list_t lru;          /* live idle regions */
     rcache_list_t dead;         /* dead busy regions */
+    rcache_t *acct_next;        /* next cache on cfg.pinned */
     int reg_errno;
     rcache_stats_t stats;
 };
@@ -184,38 +185,6 @@ static void rcache_lru_del(rcache_t * rc, rcache_region_t * r)
 
 /* --- regions --------------------------------------------------------- */
 
-/* Allocate and register [s, e); refcount 1, in no tree or list. */
-static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_region_t ** out)
-{
-    rcache_region_t *r = calloc(1, sizeof(*r));
-    int ret;
-
-    if (!r)
-        return RDMA_ERR_NOMEM;
-    ret = rc->ops.reg(rc->ctx, (void *) s, e - s, &r->mr, &r->key);
-    if (ret < 0)
-        goto err_free;
-    r->dead = ret == RCACHE_REG_ONCE;
-    rc->stats.uncached += r->dead;
-    r->start = s;
-    r->end = e;
-    r->refcount = 1;
-    rc->stats.regions++;
-    rc->stats.bytes += e - s;
-    if (rc->cfg.pinned) {
-        rc->cfg.pinned->now += e - s;
-        if (rc->cfg.pinned->now > rc->cfg.pinned->peak)
-            rc->cfg.pinned->peak = rc->cfg.pinned->now;
-    }
-    *out = r;
-    return RDMA_OK;
-
-  err_free:
-    rc->reg_errno = ret < 0 ? -ret : ret;
-    free(r);
-    return RDMA_ERR_REG;
-}
-
 static void rcache_region_destroy(rcache_t * rc, rcache_region_t * r)
 {
     rc->ops.dereg(rc->ctx, r->mr);
@@ -249,6 +218,67 @@ static void rcache_lru_trim(rcache_t * rc, size_t max_bytes, size_t max_entries)
     }
 }
 
+/* Evict rc's idle regions from the cold end until n more bytes fit p. */
+static void rcache_pinned_evict(rcache_t * rc, const rcache_pinned_t * p, size_t n)
+{
+    while (p->now + n > p->max && rc->lru.tail) {
+        rc->stats.evictions++;
+        rcache_region_retire(rc, rc->lru.tail);
+    }
+}
+
+/* Room for n more registered bytes under the cap (see rcache.h), making
+ * it by eviction; a request above the cap evicts nothing. */
+static int rcache_pinned_room(rcache_t * rc, size_t n)
+{
+    rcache_pinned_t *p = rc->cfg.pinned;
+    rcache_t *o;
+
+    if (!p || !p->max)
+        return 1;
+    if (n > p->max)
+        return 0;
+    rcache_pinned_evict(rc, p, n);
+    for (o = p->caches; o && p->now + n > p->max; o = o->acct_next)
+        rcache_pinned_evict(o, p, n);
+    return p->now + n <= p->max;
+}
+
+/* Allocate and register [s, e); refcount 1, in no tree or list. */
+static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_region_t ** out)
+{
+    rcache_region_t *r;
+    int ret;
+
+    if (!rcache_pinned_room(rc, e - s))
+        return RDMA_ERR_REFUSED;
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return RDMA_ERR_NOMEM;
+    ret = rc->ops.reg(rc->ctx, (void *) s, e - s, &r->mr, &r->key);
+    if (ret < 0)
+        goto err_free;
+    r->dead = ret == RCACHE_REG_ONCE;
+    rc->stats.uncached += r->dead;
+    r->start = s;
+    r->end = e;
+    r->refcount = 1;
+    rc->stats.regions++;
+    rc->stats.bytes += e - s;
+    if (rc->cfg.pinned) {
+        rc->cfg.pinned->now += e - s;
+        if (rc->cfg.pinned->now > rc->cfg.pinned->peak)
+            rc->cfg.pinned->peak = rc->cfg.pinned->now;
+    }
+    *out = r;
+    return RDMA_OK;
+
+  err_free:
+    rc->reg_errno = ret < 0 ? -ret : ret;
+    free(r);
+    return RDMA_ERR_REG;
+}
+
 /* Limits (memlock, NIC) may be relieved by evicting idle regions; EFAULT
  * (read-only or unmapped memory) never is, and must not flush the cache. */
 static int rcache_errno_retry_is(int err)
@@ -257,25 +287,30 @@ static int rcache_errno_retry_is(int err)
 }
 
 /* Register a new region for the page range [s, e): the union with the live
- * regions it overlaps, else (after evicting every idle region) [s, e)
- * alone.  The new region replaces every live region it overlaps. */
+ * regions it overlaps, else [s, e) alone (after evicting every idle region
+ * if the backend refused).  The new region replaces every live region it
+ * overlaps. */
 static int rcache_region_new(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_region_t ** out)
 {
     uintptr_t ms = s, me = e;
     rcache_region_t *r, *o;
-    int st;
+    int st, merged;
 
     if ((o = rcache_tree_first(rc->root, s, e)) && o->start < ms)
         ms = o->start;
     if ((o = rcache_tree_last(rc->root, s, e)) && o->end > me)
         me = o->end;
+    merged = ms != s || me != e;
     st = rcache_region_create(rc, ms, me, &r);
-    if (st == RDMA_ERR_REG && (ms != s || me != e || rcache_errno_retry_is(rc->reg_errno))) {
+    if (st == RDMA_ERR_REG && (merged || rcache_errno_retry_is(rc->reg_errno))) {
         rcache_lru_trim(rc, 0, 0);
+        st = rcache_region_create(rc, s, e, &r);
+    } else if (st == RDMA_ERR_REFUSED && merged) {
         st = rcache_region_create(rc, s, e, &r);
     }
     if (st) {
         rc->stats.reg_failures += st == RDMA_ERR_REG;
+        rc->stats.over_cap += st == RDMA_ERR_REFUSED;
         return st;
     }
     if (!rc->cfg.cache || r->dead) {
@@ -309,6 +344,10 @@ rdma_status_t rcache_create(const rcache_config_t * cfg, const rcache_ops_t * op
     rc->ops = *ops;
     rc->ctx = ctx;
     rc->page_mask = (uintptr_t) page - 1;
+    if (cfg->pinned) {
+        rc->acct_next = cfg->pinned->caches;
+        cfg->pinned->caches = rc;
+    }
     *out = rc;
     return RDMA_OK;
 }
@@ -324,8 +363,15 @@ static void rcache_tree_destroy(rcache_t * rc, rcache_region_t * n)
 
 void rcache_destroy(rcache_t * rc)
 {
+    rcache_t **p;
+
     if (!rc)
         return;
+    for (p = rc->cfg.pinned ? &rc->cfg.pinned->caches : NULL; p && *p; p = &(*p)->acct_next)
+        if (*p == rc) {
+            *p = rc->acct_next;
+            break;
+        }
     rcache_tree_destroy(rc, rc->root);
     while (rc->dead.head) {
         rcache_region_t *r = rc->dead.head;

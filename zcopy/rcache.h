@@ -31,6 +31,14 @@
  * are deregistered from the cold end while more than cfg.max_bytes idle
  * bytes or cfg.max_entries idle regions are kept.
  *
+ * Cap (seed 004's bounded pinned memory): caches may share an account
+ * (rcache_pinned_t) with a cap on the bytes they keep registered together.
+ * A registration that would pass it first evicts idle regions, the
+ * requesting cache's cold end first, then the other caches' on the
+ * account; if busy regions alone leave no room, rcache_get returns
+ * RDMA_ERR_REFUSED (nothing registered, no errno: the caller copies).  The
+ * check comes before ops->reg, so the cap holds at all times.
+ *
  * Invalidation: rcache_invalidate removes every live region that overlaps
  * the range from the tree at once, so no registration that covers a byte of
  * released memory is ever returned again.  Memory events are reported by
@@ -78,10 +86,13 @@ typedef struct rcache_ops {
 } rcache_ops_t;
 
 /* Registered bytes of the caches that share this account (e.g. one
- * transport's send and receive caches): now, and the peak since zeroed.
- * Guarded like those caches (their caller serialises them all). */
+ * transport's send and receive caches): now, and the peak since zeroed;
+ * max caps now (0: no cap).  Guarded like those caches (their caller
+ * serialises them all); zero it, set max, then create the caches. */
 typedef struct rcache_pinned {
     size_t now, peak;
+    size_t max;
+    rcache_t *caches;           /* private: the caches on the account */
 } rcache_pinned_t;
 
 typedef struct rcache_config {
@@ -101,6 +112,7 @@ typedef struct rcache_stats {
     uint64_t invalidations;     /* live regions removed by invalidate/flush */
     uint64_t merges;            /* live regions replaced by a new region */
     uint64_t reg_failures;      /* rcache_get calls that returned ERR_REG */
+    uint64_t over_cap;          /* rcache_get calls refused by the cap */
     uint64_t uncached;          /* registrations the backend said not to cache */
     size_t regions, bytes;      /* registered now: live and dead */
     size_t idle_regions, idle_bytes;    /* in the LRU */
@@ -113,7 +125,8 @@ rdma_status_t rcache_create(const rcache_config_t * cfg, const rcache_ops_t * op
 void rcache_destroy(rcache_t * rc);
 
 /* A region covering [addr, addr+len) (len > 0), reference taken.  *hit
- * (hit may be NULL) = 1 when served from the cache. */
+ * (hit may be NULL) = 1 when served from the cache.  RDMA_ERR_REG: the
+ * backend refused (rcache_reg_errno); RDMA_ERR_REFUSED: over the cap. */
 rdma_status_t rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_region_t ** out,
                          int *hit);
 

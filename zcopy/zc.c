@@ -7,7 +7,9 @@
 
 enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE, ZC_TX_PART };
 enum { ZC_ENTRY_WAIT = 0, ZC_ENTRY_TAKEN, ZC_ENTRY_COPY, ZC_ENTRY_PART };  /* zc_tx_entry */
-enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1 };
+/* FIN status: BUSY = refused for now (the receiver's registration limits):
+ * the sender backs off (zc.h) instead of giving up for good. */
+enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1, ZC_FIN_BUSY = 2 };
 enum { ZC_IOV_MAX = 64 };
 
 /* Wire formats (both ends share byte order: homogeneous jobs). */
@@ -236,7 +238,7 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
  * and later ones go through the ring. */
 static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
 {
-    if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_REFUSED
+    if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_BUSY
         || fin->done >= z->tx.len)
         return RDMA_ERR_PROTO;
     if (fin->status == ZC_FIN_PULLED) {
@@ -246,7 +248,10 @@ static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
     z->ops->unexpose(z->ctx, z->tx.handle);
     z->tx.state = fin->done ? ZC_TX_PART : ZC_TX_IDLE;
     z->tx.part = fin->done;
-    z->refused = 1;
+    if (fin->status == ZC_FIN_BUSY)
+        z->backoff = ZC_AUTO_BACKOFF;
+    else
+        z->refused = 1;
     z->stats.refused_rx++;
     return RDMA_OK;
 }
@@ -378,11 +383,12 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
     m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
     rc = z->ops->pull(z->ctx, dst, m, z->rx.raddr + z->rx.posted, z->rx.key,
                       zc_iov_total(dst, m), &posted);
-    /* refused (verbs: the next window cannot be pinned): once nothing is in
-     * flight and the caller has every pulled byte, the rest comes through
-     * the ring (FIN refused says from where) */
-    if (rc == RDMA_ERR_REFUSED)
-        return z->rx.posted == z->rx.returned ? zc_rx_finish(z, ZC_FIN_REFUSED) : RDMA_OK;
+    /* refused, or not now (verbs: the next window cannot be pinned under
+     * the limits): once nothing is in flight and the caller has every
+     * pulled byte, the rest comes through the ring (FIN says from where) */
+    if (rc == RDMA_ERR_REFUSED || rc == RDMA_ERR_NOMEM)
+        return z->rx.posted == z->rx.returned ?
+            zc_rx_finish(z, rc == RDMA_ERR_NOMEM ? ZC_FIN_BUSY : ZC_FIN_REFUSED) : RDMA_OK;
     if (rc != RDMA_OK)
         return RDMA_ERR_XPORT;
     z->rx.posted += posted;

@@ -12,8 +12,10 @@
  * When FIN {id, ok} has arrived, the next zc_putv accepts the whole entry
  * and unexposes it.  FIN {id, refused} (the receiver cannot pull: no CMA
  * permission, registration refused) sends the entry, and every later one,
- * through the ring instead; when the receiver had pulled part of it before
- * it could pin no more, FIN carries that count, the next zc_putv accepts
+ * through the ring instead; FIN {id, busy} (registration limits: memlock,
+ * the pinned-memory cap) sends it through the ring and backs off like a
+ * failed expose.  When the receiver had pulled part of it before it
+ * could pin no more, FIN carries that count, the next zc_putv accepts
  * those bytes and the rest of the entry goes through the ring.  Entries before and after go through the ring
  * as usual; the byte stream is unchanged.
  *
@@ -78,8 +80,9 @@ typedef struct zc_ops {
      * transport's outstanding limit), completions via zc_pulled() (possibly
      * before pull returns).  RDMA_ERR_REFUSED: nothing started, this side
      * cannot pull (more) from that peer: once nothing is in flight, the
-     * rest of the entry comes through the ring; RDMA_ERR_XPORT: the
-     * connection broke. */
+     * rest of the entry comes through the ring; RDMA_ERR_NOMEM: the same,
+     * but only for now (limits: the sender backs off, then tries again);
+     * RDMA_ERR_XPORT: the connection broke. */
     rdma_status_t (*pull)(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uint64_t key,
                 size_t len, size_t *posted);
     /* Split copy (NULL: not supported): write len bytes at src into the
@@ -98,7 +101,7 @@ typedef struct zc_stats {
     uint64_t zc_msgs, zc_bytes;         /* entries (and bytes, also of parts) sent zero-copy */
     uint64_t copy_msgs, copy_bytes;     /* candidates sent through the ring */
     uint64_t hits, misses;              /* exposures served by the cache or not */
-    uint64_t refused_tx, refused_rx;    /* FIN refused sent / received */
+    uint64_t refused_tx, refused_rx;    /* FIN refused or busy sent / received */
     uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver, bytes pulled */
     uint64_t split_msgs, pushed_bytes;  /* receiver: split REQs; sender: bytes pushed */
     uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];

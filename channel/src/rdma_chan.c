@@ -136,6 +136,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->timeout = cfg->timeout;
     prm->rcache_max_bytes = cfg->rcache_max_bytes;
     prm->rcache_max_entries = cfg->rcache_max_entries;
+    prm->pinned_max_bytes = cfg->pinned_max_bytes;
 }
 
 /* The links know their transport instance before the thread may look
@@ -164,13 +165,14 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
     for (i = 0; i < ch->size; i++) {
         const rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
         for (k = 0; l && k < RDMA_XP_N; k++)
-            needed[k] |= l->xc.ops == ch->xp[k].ops;
+            needed[k] += l->xc.ops == ch->xp[k].ops;
     }
     snprintf(card, len, "none");
     for (k = 0; k < RDMA_XP_N; k++) {
         if (!needed[k])
             continue;
         rdma_chan_params(ch, k, &prm);
+        prm.peers = needed[k];
         ch->msg[0] = '\0';
         st = ch->xp[k].ops->open(&prm, &ch->xp[k].xp, frag, sizeof(frag), ch->msg,
                                  sizeof(ch->msg));

@@ -25,6 +25,7 @@ typedef struct rdma_chan_config {
     int force_completion;       /* write-with-immediate even if in-order */
     double timeout;             /* seconds a connecting peer may be silent */
     size_t rcache_max_bytes, rcache_max_entries;
+    size_t pinned_max_bytes;    /* 0: no cap */
     /* progress */
     int poll_spins;             /* -1: auto (rdma_poll_spins) */
     int verbose;

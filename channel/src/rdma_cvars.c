@@ -299,6 +299,23 @@ cvars:
       description : >-
         Idle registrations the verbs registration cache keeps; 0..1048576.
 
+    - name        : MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB
+      category    : CH3_RDMA
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Cap, in MiB, on the memory the verbs transport keeps pinned at any
+        time: the rings, staging areas and control pages of every verbs peer
+        (pinned for good) plus the user buffers registered for zero-copy.
+        Idle registrations are dropped, least recently used first, to make
+        room; a buffer that still does not fit goes through the copy path.
+        RCACHE_MAX_MB is clamped to what the rings leave, and MPI_Init fails
+        if they leave nothing.  0: no cap (ulimit -l still applies); else
+        1..1048576.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -439,6 +456,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_POLL_SPINS, -1, 100000000, "-1 (auto) or 0..100000000");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
         ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
     cfg->device = MPIR_CVAR_CH3_RDMA_DEVICE;
@@ -449,6 +467,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->timeout = MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT;
     cfg->rcache_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB << 20;
     cfg->rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;
+    cfg->pinned_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB << 20;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 

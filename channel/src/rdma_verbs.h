@@ -243,7 +243,8 @@ struct rdma_xport {
     unsigned polls;             /* [main] progress calls; clock read every 256th */
     rdma_verbs_rc_t rc_src;     /* [main] send buffers the peer reads: REMOTE_READ */
     rdma_verbs_rc_t rc_dst;     /* [main] receive buffers our reads fill: LOCAL_WRITE */
-    rcache_pinned_t pinned;     /* [main] user memory both caches keep registered */
+    rcache_pinned_t pinned;     /* [main] user memory both caches keep
+                                 * registered; .max: the cap's rest */
     int memev_on, said_reg, said_memev; /* [main] */
     char memev_err[160];        /* [main] why registrations are not cached */
     const char *fork_mode;      /* [fixed] rdma_xport_verbs_fork_mode() */
@@ -256,6 +257,8 @@ int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, in
 void rdma_verbs_mem_free(rdma_verbs_mem_t * m);
 int rdma_verbs_fork_query(void);
 int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen);
+int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char *err,
+                            size_t errlen);
 int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen);
 int rdma_verbs_gid_pick(rdma_xport_t * xp);
 int rdma_verbs_qp_timeout(double seconds);

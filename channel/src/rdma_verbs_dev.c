@@ -88,10 +88,37 @@ int rdma_verbs_fork_query(void)
 
 /* -------------------------------------------------------- device and port */
 
+/* Bytes one connection pins for as long as it lives: ring, stage and
+ * control page. */
+static size_t rdma_verbs_conn_pinned(const rdma_xport_params_t * prm)
+{
+    return 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
+}
+
+/* Under a cap (prm->pinned_max_bytes), every peer's connection memory and
+ * the datagram slots are pinned for good and never evicted: user buffers
+ * get the rest of the cap (*user; 0 when there is no cap).  No rest is an
+ * error that names both values. */
+int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char *err,
+                            size_t errlen)
+{
+    size_t cap = prm->pinned_max_bytes, fixed = (size_t) prm->peers * rdma_verbs_conn_pinned(prm)
+        + (size_t) RDMA_VERBS_UD_SLOT * (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND);
+
+    *user = cap > fixed ? cap - fixed : 0;
+    if (!cap || *user)
+        return RDMA_OK;
+    return rdma_say(err, errlen, RDMA_ERR_INVAL, "MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=%zu leaves "
+                    "nothing for user buffers: the rings and staging areas of %d verbs peer%s "
+                    "alone pin %zu KiB (RING_SIZE %zu KiB); raise it or lower "
+                    "MPIR_CVAR_CH3_RDMA_RING_SIZE", cap >> 20, prm->peers,
+                    prm->peers == 1 ? "" : "s", (fixed + 1023) / 1024, prm->ring_size >> 10);
+}
+
 int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen)
 {
     struct rlimit rl;
-    size_t need = 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
+    size_t need = rdma_verbs_conn_pinned(prm);
 
     if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return RDMA_OK;

@@ -84,6 +84,9 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
         &xp->pinned
     };
 
+    /* RCACHE_MAX_MB bounds idle bytes, within the cap */
+    if (xp->pinned.max && cfg.max_bytes > xp->pinned.max)
+        cfg.max_bytes = xp->pinned.max;
     xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == RDMA_OK;
     cfg.cache = xp->memev_on;
     xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
@@ -108,8 +111,9 @@ void rdma_verbs_rc_close(rdma_xport_t * xp)
     xp->memev_on = 0;
 }
 
-/* A region of cache vr for [addr, addr+len), or -1 after saying once why
- * not. */
+/* A region of cache vr for [addr, addr+len).  RDMA_ERR_NOMEM: not now
+ * (the cap, counted; memlock or NIC limits, said once); RDMA_ERR_REG: this
+ * memory cannot be registered. */
 static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
                                        rcache_region_t ** r, int *hit)
 {
@@ -120,8 +124,8 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
         fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
                 "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
     e = rcache_get(vr->rc, addr, len, r, hit);
-    if (e == RDMA_OK)
-        return RDMA_OK;
+    if (e == RDMA_OK || e == RDMA_ERR_REFUSED)
+        return e ? RDMA_ERR_NOMEM : RDMA_OK;
     e = e == RDMA_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
     rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_REG, "cannot register %zu bytes at %p: %s%s", len,
              addr, strerror(e), e == ENOMEM || e == EAGAIN ?
@@ -129,9 +133,11 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
              "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
     /* limits deserve a notice; memory that cannot be registered at all
      * (e.g. read-only) just takes the copy path (VERBOSE counts it) */
-    if ((e == ENOMEM || e == EAGAIN) && !xp->said_reg++)
+    if (e != ENOMEM && e != EAGAIN)
+        return RDMA_ERR_REG;
+    if (!xp->said_reg++)
         fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
-    return RDMA_ERR_REG;
+    return RDMA_ERR_NOMEM;
 }
 
 static rdma_status_t rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
@@ -140,8 +146,10 @@ static rdma_status_t rdma_verbs_expose(void *ctx, const void *addr, size_t len, 
     rdma_verbs_conn_t *vc = ctx;
     rcache_region_t *r;
 
-    if (rdma_verbs_rc_get(&vc->xp->rc_src, addr, len, &r, hit))
-        return RDMA_ERR_REG;
+    rdma_status_t st = rdma_verbs_rc_get(&vc->xp->rc_src, addr, len, &r, hit);
+
+    if (st)
+        return st;
     *key = r->key;
     *handle = r;
     return RDMA_OK;
@@ -155,8 +163,8 @@ static void rdma_verbs_unexpose(void *ctx, void *handle)
 /* The receive region for a read into [at, at+len): registered for the
  * rest of len within at's window (see the top), so the window's later
  * reads hit it.  *k is cut back to end at the window's end. */
-static int rdma_verbs_dst_get(rdma_xport_t * xp, char *at, size_t len, size_t *k,
-                              rcache_region_t ** r)
+static rdma_status_t rdma_verbs_dst_get(rdma_xport_t * xp, char *at, size_t len, size_t *k,
+                                        rcache_region_t ** r)
 {
     size_t w = RDMA_VERBS_REG_WINDOW - ((uintptr_t) at & (RDMA_VERBS_REG_WINDOW - 1));
 
@@ -191,13 +199,15 @@ static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
 
 /* Post reads into dst while the read and send-queue limits allow.  A
  * destination that cannot be registered refuses the pull if nothing of
- * it is in flight (the sender then uses the ring), else waits. */
+ * it is in flight (the sender then uses the ring; NOMEM: for now, limits),
+ * else waits: completions release regions. */
 static rdma_status_t rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr,
                                      uint64_t key, size_t len, size_t *posted)
 {
     rdma_verbs_conn_t *vc = ctx;
     size_t off = 0, k;
     rcache_region_t *r;
+    rdma_status_t st;
     int i = 0;
 
     *posted = 0;
@@ -210,8 +220,9 @@ static rdma_status_t rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, 
 
         rest = rest < len - *posted ? rest : len - *posted;
         k = rest < RDMA_VERBS_READ_MAX ? rest : RDMA_VERBS_READ_MAX;
-        if (rdma_verbs_dst_get(vc->xp, at, rest, &k, &r))
-            return *posted == 0 && vc->rd_head == vc->rd_tail ? RDMA_ERR_REFUSED : RDMA_OK;
+        if ((st = rdma_verbs_dst_get(vc->xp, at, rest, &k, &r)))
+            return *posted || vc->rd_head != vc->rd_tail ? RDMA_OK
+                : st == RDMA_ERR_NOMEM ? RDMA_ERR_NOMEM : RDMA_ERR_REFUSED;
         if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
                             raddr + *posted, (uint32_t) key, -1,
                             RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
@@ -250,10 +261,11 @@ static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, cha
 
     rcache_stats_get(vr->rc, &st);
     return snprintf(buf, len, "%s: hits %llu misses %llu evictions %llu invalidations "
-                    "%llu uncached %llu failures %llu; %zu regions (%zu B), %zu idle", what,
-                    (unsigned long long) st.hits, (unsigned long long) st.misses,
-                    (unsigned long long) st.evictions, (unsigned long long) st.invalidations,
-                    (unsigned long long) st.uncached, (unsigned long long) st.reg_failures,
+                    "%llu uncached %llu failures %llu over the cap %llu; %zu regions (%zu B), "
+                    "%zu idle", what, (unsigned long long) st.hits,
+                    (unsigned long long) st.misses, (unsigned long long) st.evictions,
+                    (unsigned long long) st.invalidations, (unsigned long long) st.uncached,
+                    (unsigned long long) st.reg_failures, (unsigned long long) st.over_cap,
                     st.regions, st.bytes, st.idle_regions);
 }
 
@@ -277,14 +289,21 @@ void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c)
 /* Called once the channel thread is stopped ([cm] fields too). */
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "rcache %s, ", xp->memev_on ? "on" : "off");
+    char cap[64] = "no cap";
+    int n;
 
+    if (xp->pinned.max)
+        snprintf(cap, sizeof(cap), "cap %zu KiB", (xp->pinned.max + 1023) / 1024);
+    n = snprintf(buf, len, "rcache %s, ", xp->memev_on ? "on" : "off");
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_rc_stats(&xp->rc_src, "send", buf + n, len - n);
     if (n >= 0 && (size_t) n + 2 < len)
         n += snprintf(buf + n, len - n, "; ");
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
+    if (n >= 0 && (size_t) n < len)
+        n += snprintf(buf + n, len - n, "; user memory pinned at most %zu KiB (%s)",
+                      (xp->pinned.peak + 1023) / 1024, cap);
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped, "
                       "%llu requests refused%s%s", (unsigned long long) xp->cm_dropped,

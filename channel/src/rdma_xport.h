@@ -135,6 +135,9 @@ typedef struct rdma_xport_params {
     double timeout;             /* seconds before a silent peer is dead */
     /* verbs only: registration cache of zero-copy buffers */
     size_t rcache_max_bytes, rcache_max_entries;
+    size_t pinned_max_bytes;    /* cap on all memory pinned (rings, staging,
+                                 * user buffers); 0: none */
+    int peers;                  /* peers this transport serves */
 } rdma_xport_params_t;
 
 /* What a transport adds to the channel's MPI_T counters. */

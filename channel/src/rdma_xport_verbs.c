@@ -55,6 +55,7 @@ static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport
                                      char *card, size_t cardlen, char *err, size_t errlen)
 {
     rdma_xport_t *xp;
+    size_t user;
     int rc;
 
     if (prm->chunk_size == 0 || prm->ring_size % prm->chunk_size) {
@@ -62,13 +63,15 @@ static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport
                  prm->ring_size, prm->chunk_size);
         return RDMA_ERR_XPORT;
     }
-    if ((rc = rdma_verbs_memlock_check(prm, err, errlen)))
+    if ((rc = rdma_verbs_memlock_check(prm, err, errlen))
+        || (rc = rdma_verbs_pinned_check(prm, &user, err, errlen)))
         return rc;
     if (!(xp = rdma_verbs_xp_alloc(prm))) {
         rdma_say(err, errlen, RDMA_ERR_NOMEM, "out of memory, or no eventfd: %s",
                  strerror(errno));
         return RDMA_ERR_NOMEM;
     }
+    xp->pinned.max = user;
     if (xp->prm.timeout <= 0)
         xp->prm.timeout = 30;
     xp->qp_timeout = rdma_verbs_qp_timeout(xp->prm.timeout);

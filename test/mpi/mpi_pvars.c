@@ -1,11 +1,12 @@
 /*
  * mpi_pvars: a plain MPI_T client of ch3:rdma's performance variables.
  * Lists every pvar named rdma_*, runs N 8-byte ping-pongs and R round
- * trips of L bytes from one buffer between ranks 0 and 1 (data checked),
- * then prints "rank R: NAME VALUE" for each, read through a pvar session;
- * rank 0 reads them once more after MPI_Finalize ("after finalize: ...").
+ * trips of L bytes between ranks 0 and 1 (data checked), cycling through
+ * B distinct buffers (default 1), then prints "rank R: NAME VALUE" for
+ * each, read through a pvar session; rank 0 reads them once more after
+ * MPI_Finalize ("after finalize: ...").
  *
- *   mpiexec -n 2 mpi_pvars N L R
+ *   mpiexec -n 2 mpi_pvars N L R [B]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -73,12 +74,14 @@ static void read_all(const char *who)
     MPI_T_pvar_session_free(&s);
 }
 
-static void pingpong(int rank, char *buf, size_t len, int reps)
+static void pingpong(int rank, char **bufs, int nb, size_t len, int reps)
 {
     int i, peer = 1 - rank;
     size_t k;
 
     for (i = 0; i < reps; i++) {
+        char *buf = bufs[i % nb];
+
         if (rank == 0) {
             for (k = 0; k < len; k++)
                 buf[k] = (char) (k * 7 + i);
@@ -99,16 +102,21 @@ static void pingpong(int rank, char *buf, size_t len, int reps)
 int main(int argc, char **argv)
 {
     int rank, provided, n = argc > 1 ? atoi(argv[1]) : 1000, reps = argc > 3 ? atoi(argv[3]) : 4;
+    int i, nb = argc > 4 ? atoi(argv[4]) : 1;
     size_t len = argc > 2 ? (size_t) atol(argv[2]) : 4194304;
-    char *buf = malloc(len > 8 ? len : 8), who[32];
+    char **bufs = calloc(nb > 0 ? nb : 1, sizeof(*bufs)), who[32];
+
+    for (i = 0; i < nb; i++)
+        if (!(bufs[i] = malloc(len > 8 ? len : 8)))
+            die("malloc", 0);
 
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     list(rank);
     if (rank < 2) {
-        pingpong(rank, buf, 8, n);
-        pingpong(rank, buf, len, reps);
+        pingpong(rank, bufs, 1, 8, n);
+        pingpong(rank, bufs, nb, len, reps);
     }
     snprintf(who, sizeof(who), "rank %d", rank);
     read_all(who);
@@ -116,6 +124,8 @@ int main(int argc, char **argv)
     if (rank == 0)
         read_all("after finalize");
     MPI_T_finalize();
-    free(buf);
+    for (i = 0; i < nb; i++)
+        free(bufs[i]);
+    free(bufs);
     return 0;
 }

@@ -148,11 +148,13 @@ static void fake_free(void)
 static const rcache_ops_t ops_plain = { fake_reg, fake_dereg, NULL };
 static const rcache_ops_t ops_drain = { fake_reg, fake_dereg, fake_drain };
 
+static rcache_pinned_t *ACCT;   /* the account mk() puts its cache on, or NULL */
+
 /* A fresh fake backend pinning at most limit pages and a cache over it. */
 static rcache_t *mk(size_t limit, size_t max_bytes, size_t max_entries, int cache,
                     const rcache_ops_t * ops)
 {
-    rcache_config_t cfg = { max_bytes, max_entries, cache, NULL };
+    rcache_config_t cfg = { max_bytes, max_entries, cache, ACCT };
     rcache_t *rc = NULL;
 
     fake_free();
@@ -587,6 +589,10 @@ static void rnd_get(rcache_t * rc, rcache_region_t ** held, int *nheld, rnd_coun
     if (len > (WIN - p) * PG - off)
         len = (WIN - p) * PG - off;
     st = rcache_get(rc, (void *) a, len, &r, &hit);
+    if (st == RDMA_ERR_REFUSED && ACCT) {
+        bad->errs += F.regs != regs;
+        return;
+    }
     if (st) {
         bad->errs += st != RDMA_ERR_REG || rcache_reg_errno(rc) != ENOMEM;
         bad->fails++;
@@ -602,9 +608,12 @@ static void rnd_get(rcache_t * rc, rcache_region_t ** held, int *nheld, rnd_coun
     held[(*nheld)++] = r;
 }
 
-static void t_random(int cache)
+/* cap: the cache is on an account capped at 40 pages, below the
+ * backend's 48, and the cap must hold after every call. */
+static void t_random(int cache, int cap)
 {
-    rcache_t *rc = mk(48, 16 * PG, 6, cache, &ops_drain);
+    rcache_pinned_t acct = { 0, 0, 40 * PG, NULL };
+    rcache_t *rc = (ACCT = cap ? &acct : NULL, mk(48, 16 * PG, 6, cache, &ops_drain));
     rcache_region_t *held[24];
     rnd_counts_t bad = { 0 };
     rcache_stats_t st;
@@ -631,32 +640,38 @@ static void t_random(int cache)
         }
         st = stats(rc);
         bad.acct += rcache_check(rc) != RDMA_OK || st.regions != F.regs - F.deregs
-            || st.bytes != F.pinned || F.double_deregs;
+            || st.bytes != F.pinned || F.double_deregs
+            || (cap && (acct.now != F.pinned || acct.now > acct.max));
     }
     while (nheld)
         rcache_put(rc, held[--nheld]);
     st = stats(rc);
-    diag("random cache=%d: hits %lu misses %lu merges %lu evictions %lu invalidations %lu "
-         "failed gets %lu", cache, (unsigned long) st.hits, (unsigned long) st.misses,
-         (unsigned long) st.merges, (unsigned long) st.evictions,
-         (unsigned long) st.invalidations, bad.fails);
-    ok(!bad.contain, "random cache=%d: every region contains its request", cache);
-    ok(!bad.stale, "random cache=%d: no region served after an overlapping invalidate", cache);
-    ok(!bad.live, "random cache=%d: held regions stay registered", cache);
-    ok(!bad.hit, "random cache=%d: hit exactly when nothing was registered", cache);
-    ok(!bad.acct, "random cache=%d: tree, lists and accounting consistent", cache);
-    ok(!bad.errs && st.reg_failures == bad.fails, "random cache=%d: failures are -ENOMEM",
-       cache);
-    ok(cache ? st.hits && st.merges && st.evictions && st.invalidations && bad.fails
-       : !st.hits && !st.idle_regions && bad.fails, "random cache=%d: every path taken", cache);
-    fin(rc, cache ? "random cache=1" : "random cache=0");
+    diag("random cache=%d cap=%d: hits %lu misses %lu merges %lu evictions %lu "
+         "invalidations %lu failed gets %lu, over the cap %lu", cache, cap,
+         (unsigned long) st.hits, (unsigned long) st.misses, (unsigned long) st.merges,
+         (unsigned long) st.evictions, (unsigned long) st.invalidations, bad.fails,
+         (unsigned long) st.over_cap);
+    ok(!bad.contain, "random cache=%d cap=%d: every region contains its request", cache, cap);
+    ok(!bad.stale, "random cache=%d cap=%d: no region served after an overlapping invalidate",
+       cache, cap);
+    ok(!bad.live, "random cache=%d cap=%d: held regions stay registered", cache, cap);
+    ok(!bad.hit, "random cache=%d cap=%d: hit exactly when nothing was registered", cache, cap);
+    ok(!bad.acct, "random cache=%d cap=%d: tree, lists, accounting and cap consistent", cache,
+       cap);
+    ok(!bad.errs && st.reg_failures == bad.fails, "random cache=%d cap=%d: failures are -ENOMEM, "
+       "or over the cap without a registration", cache, cap);
+    ok((cache ? st.hits && st.merges && st.evictions && st.invalidations
+        : !st.hits && !st.idle_regions) && (cap ? st.over_cap : bad.fails),
+       "random cache=%d cap=%d: every path taken", cache, cap);
+    fin(rc, "random");
+    ACCT = NULL;
 }
 
 /* Two caches sharing one pinned account: it sums their registered bytes
  * and keeps the peak while evictions and invalidations lower them. */
 static void t_pinned(void)
 {
-    rcache_pinned_t acct = { 0, 0 };
+    rcache_pinned_t acct = { 0, 0, 0, NULL };
     rcache_config_t cfg = { SIZE_MAX, SIZE_MAX, 1, &acct };
     rcache_t *a = NULL, *b = NULL;
     rcache_region_t *ra, *rb;
@@ -683,6 +698,59 @@ static void t_pinned(void)
        "pinned: destroy leaves nothing pinned");
 }
 
+/* Two caches on an account capped at max pages (backend limit 100). */
+static void cap_mk(rcache_pinned_t * acct, size_t max, rcache_t ** a, rcache_t ** b)
+{
+    rcache_config_t cfg = { SIZE_MAX, SIZE_MAX, 1, acct };
+
+    fake_free();
+    memset(&F, 0, sizeof(F));
+    F.limit = 100 * PG;
+    *acct = (rcache_pinned_t) { 0, 0, max * PG, NULL };
+    if (rcache_create(&cfg, &ops_plain, &F, a) || rcache_create(&cfg, &ops_plain, &F, b))
+        diag("rcache_create failed");
+}
+
+/* The cap: room is made by evicting idle regions of either cache; busy
+ * ones leave none and the get is refused before the backend is asked. */
+static void t_cap(void)
+{
+    rcache_pinned_t acct;
+    rcache_t *a, *b;
+    rcache_region_t *ra, *rb, *r = NULL;
+    size_t regs;
+
+    cap_mk(&acct, 8, &a, &b);
+    ra = get(a, 0, 4, NULL);
+    rb = get(b, 10, 3, NULL);
+    regs = F.regs;
+    ok(rcache_get(a, pg(20), 2 * PG, &r, NULL) == RDMA_ERR_REFUSED && F.regs == regs
+       && stats(a).over_cap == 1 && !stats(a).reg_failures && acct.now == 7 * PG,
+       "cap: busy regions leave no room: refused, the backend is not asked");
+    rcache_put(b, rb);
+    r = get(a, 20, 2, NULL);
+    ok(r && stats(b).evictions == 1 && acct.now == 6 * PG && acct.peak <= 8 * PG,
+       "cap: another cache's idle region is evicted to make room");
+    rcache_put(a, r);
+    ok(rcache_get(a, pg(30), 9 * PG, &r, NULL) == RDMA_ERR_REFUSED && stats(a).idle_regions == 1,
+       "cap: a request above the cap is refused without evicting anything");
+    rcache_put(a, ra);
+    rcache_destroy(a);
+    rcache_destroy(b);
+    ok(acct.now == 0 && !acct.caches && F.regs == F.deregs, "cap: destroy unlinks both caches");
+
+    cap_mk(&acct, 10, &a, &b);
+    ra = get(a, 0, 4, NULL);
+    r = get(a, 3, 5, NULL);
+    ok(is_range(r, 3, 5) && acct.now == 9 * PG && stats(a).merges == 1,
+       "cap: the union with a busy region would pass it, the request alone fits");
+    rcache_put(a, r);
+    rcache_put(a, ra);
+    ok(acct.now == 5 * PG && acct.peak == 9 * PG, "cap: the replaced region leaves at its put");
+    fin(a, "cap");
+    rcache_destroy(b);
+}
+
 int main(void)
 {
     PG = (size_t) sysconf(_SC_PAGESIZE);
@@ -699,9 +767,11 @@ int main(void)
     t_destroy_busy();
     t_real_memory();
     t_tree();
-    t_random(1);
-    t_random(0);
+    t_random(1, 0);
+    t_random(0, 0);
+    t_random(1, 1);
     t_pinned();
+    t_cap();
     fake_free();
     return done_testing();
 }

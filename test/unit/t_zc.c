@@ -16,6 +16,7 @@
 typedef struct fake {
     zc_conn_t z;
     int async, refuse, expose_fail, hit, push_refuse;
+    int busy;                   /* pull says "not now" (limits) */
     size_t refuse_after;        /* refuse once this many bytes are pulled and
                                  * none are in flight (verbs: the next window
                                  * cannot be pinned); 0: never */
@@ -68,6 +69,8 @@ static int f_pull(void *ctx, const struct iovec *dst, int n, uint64_t raddr, uin
     *posted = 0;
     if (f->refuse)
         return RDMA_ERR_REFUSED;
+    if (f->busy)
+        return RDMA_ERR_NOMEM;
     if (key != 0x5eed)
         return RDMA_ERR_XPORT;
     if (f->refuse_after && f->pulled >= f->refuse_after)
@@ -292,6 +295,28 @@ static void test_refused(void)
     ok(FA.exposed == 1 && FA.unexposed == 1, "refused exposure released");
     ok(xfer_run(&FA, &FB, 200000, NULL) && FA.exposed == 1 && FA.z.stats.copy_msgs == 2,
        "later large entries take the copy path at once");
+}
+
+/* The receiver cannot pin now (limits): the body goes through the ring
+ * and the sender backs off instead of giving up zero-copy for good. */
+static void test_busy(void)
+{
+    int i, ok_all = 1;
+
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FB.busy = 1;
+    ok(xfer_run(&FA, &FB, 200000, NULL), "receiver busy: body goes through the ring, intact");
+    ok(FB.z.stats.refused_tx == 1 && FA.z.stats.refused_rx == 1 && !FA.z.refused
+       && FA.z.backoff == ZC_AUTO_BACKOFF - 1 && FA.unexposed == 1,
+       "busy counted on both sides, exposure released, the sender backs off (this entry "
+       "is the first of %d)", ZC_AUTO_BACKOFF);
+    FB.busy = 0;
+    for (i = 1; i < ZC_AUTO_BACKOFF; i++)
+        ok_all &= xfer_run(&FA, &FB, 200000, NULL);
+    ok(ok_all && FA.exposed == 1 && FA.z.backoff == 0, "the other %d copy as well",
+       ZC_AUTO_BACKOFF - 1);
+    ok(xfer_run(&FA, &FB, 200000, NULL) && FA.exposed == 2 && FA.z.stats.zc_msgs == 1,
+       "then zero-copy again");
 }
 
 /* The receiver pulls part of the body, then can pin no more (verbs: the
@@ -555,6 +580,7 @@ int main(void)
     test_hold();
     test_refused();
     test_refused_late();
+    test_busy();
     test_expose_fail();
     test_modes();
     test_crossing();
