@@ -43,6 +43,7 @@ mpi_core_sources += \
     $(rdma_dir)/ringbuf/rb_config.c \
     $(rdma_dir)/zcopy/zc.c \
     $(rdma_dir)/zcopy/rcache.c \
+    $(rdma_dir)/zcopy/rhelper.c \
     $(rdma_dir)/zcopy/memev.c
 
 endif BUILD_CH3_RDMA

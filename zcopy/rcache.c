@@ -414,17 +414,32 @@ rdma_status_t rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_reg
     return RDMA_OK;
 }
 
-void rcache_put(rcache_t * rc, rcache_region_t * r)
+int rcache_put(rcache_t * rc, rcache_region_t * r)
 {
     if (!rc || !r || !r->refcount || --r->refcount)
-        return;
+        return 0;
     if (r->dead) {
         rcache_list_del(&rc->dead, r);
         rcache_region_destroy(rc, r);
-        return;
+        return 1;
     }
     rcache_lru_add(rc, r);
     rcache_lru_trim(rc, rc->cfg.max_bytes, rc->cfg.max_entries);
+    return 1;
+}
+
+void rcache_drop_idle(rcache_t * rc, uintptr_t start, size_t len)
+{
+    uintptr_t end = start + len < start ? UINTPTR_MAX : start + len;
+    rcache_region_t *r;
+
+    while (rc && (r = rcache_tree_first(rc->root, start, end))) {
+        start = r->end;
+        if (!r->refcount) {
+            rc->stats.evictions++;
+            rcache_region_retire(rc, r);
+        }
+    }
 }
 
 void rcache_invalidate(rcache_t * rc, uintptr_t start, size_t len)

@@ -131,8 +131,13 @@ rdma_status_t rcache_get(rcache_t * rc, const void *addr, size_t len, rcache_reg
                          int *hit);
 
 /* Drop a reference; an idle live region joins the LRU, an idle dead one is
- * deregistered.  A put on an idle region is ignored. */
-void rcache_put(rcache_t * rc, rcache_region_t * r);
+ * deregistered.  A put on an idle region is ignored.  1 when this put
+ * dropped the last reference (r may be gone). */
+int rcache_put(rcache_t * rc, rcache_region_t * r);
+
+/* Deregister the idle live regions overlapping [start, start+len) (a
+ * registration helper's "not needed until later"); busy ones stay. */
+void rcache_drop_idle(rcache_t * rc, uintptr_t start, size_t len);
 
 /* Memory [start, start+len) was unmapped or released: every overlapping
  * region leaves the tree at once (never served again); idle ones are

@@ -137,6 +137,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->rcache_max_bytes = cfg->rcache_max_bytes;
     prm->rcache_max_entries = cfg->rcache_max_entries;
     prm->pinned_max_bytes = cfg->pinned_max_bytes;
+    prm->reg_helper = cfg->reg_helper;
 }
 
 /* The links know their transport instance before the thread may look

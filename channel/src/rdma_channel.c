@@ -131,6 +131,8 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_ring_frames", ring_frames, COUNTER, "Ring frames sent"),
     RDMA_PVAR("rdma_ring_writes", ring_writes, COUNTER,
               "Transport writes of ring frames (one RDMA write may carry several frames)"),
+    RDMA_PVAR("rdma_helper_registrations", xp.helper_regs, COUNTER,
+              "Registrations the helper thread made ahead of use (MPIR_CVAR_CH3_RDMA_REG_HELPER)"),
     RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,
               "User memory registered with the NIC now, cached registrations included"),
     /* MPICH 4.0.2 drops the watermark flag of a handle (pvar_impl.c,

@@ -26,6 +26,7 @@ typedef struct rdma_chan_config {
     double timeout;             /* seconds a connecting peer may be silent */
     size_t rcache_max_bytes, rcache_max_entries;
     size_t pinned_max_bytes;    /* 0: no cap */
+    int reg_helper;
     /* progress */
     int poll_spins;             /* -1: auto (rdma_poll_spins) */
     int verbose;

@@ -316,6 +316,20 @@ cvars:
         if they leave nothing.  0: no cap (ulimit -l still applies); else
         1..1048576.
 
+    - name        : MPIR_CVAR_CH3_RDMA_REG_HELPER
+      category    : CH3_RDMA
+      type        : boolean
+      default     : false
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Verbs: the channel thread predicts when each zero-copy buffer of at
+        least 16 KiB is used next (per call site, the shortest interval
+        seen), deregisters it in between and registers it again ahead of the
+        predicted use (seed 004); a buffer's first use is always followed by
+        its deregistration.  Needs the registration cache.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -468,6 +482,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->rcache_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB << 20;
     cfg->rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;
     cfg->pinned_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB << 20;
+    cfg->reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 

@@ -27,22 +27,25 @@
  *
  * Threads.  Two run here: the owner's ("main": every op of rdma_xport_ops_t
  * but bg_run, serialised by the owner) and the channel thread (bg_run: the
- * CM).  The CM answers peers and brings QPs to RTS while main computes;
+ * CM, and the registration helper when MPIR_CVAR_CH3_RDMA_REG_HELPER is on,
+ * rdma_verbs_reg.c).  The CM answers peers and brings QPs to RTS while main computes;
  * main adopts what the CM finished (binds the pipe, reports READY or
  * FAILED).  The rules, beside each field below:
  *   [cm]    guarded by xp->cm_lock (both threads take it);
+ *   [rc]    guarded by xp->rc_lock (main, and the helper on the thread);
  *   [main]  main only, no lock;
  *   [fixed] written before the thread starts or before the connection is
  *           published, read-only after;
  *   [adopt] written under cm_lock until main adopts the connection, then
  *           [main] (the lock handoff orders the two).
- * Lock order: cm_lock is the only lock here; the provider's own locks
+ * Lock order: cm_lock and rc_lock are never held together; the provider's own locks
  * (verbs are thread-safe: the CM may create QPs and resize the data CQ
  * while main polls it) are below it.  The CM never calls the owner's
  * events but conn_of (a pure lookup); bind, ready, landed run on main.
  * The fields the peer writes by RDMA (ring, ctl words) are read by the
  * pipe, never here.  Hot paths (write, credit, head, progress) take no
- * lock, neither allocate nor print.
+ * lock (but rc_lock once per completed RDMA read, to release its region),
+ * neither allocate nor print.
  */
 #ifndef RDMA_VERBS_H_INCLUDED
 #define RDMA_VERBS_H_INCLUDED
@@ -66,6 +69,7 @@
 
 #include "rdma_xport.h"
 #include "rcache.h"
+#include "rhelper.h"
 #include "memev.h"
 
 #ifndef HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
@@ -241,10 +245,14 @@ struct rdma_xport {
     double t_keepalive;         /* [main] */
     double drain_by;            /* [main] close()s wait for last writes until then */
     unsigned polls;             /* [main] progress calls; clock read every 256th */
-    rdma_verbs_rc_t rc_src;     /* [main] send buffers the peer reads: REMOTE_READ */
-    rdma_verbs_rc_t rc_dst;     /* [main] receive buffers our reads fill: LOCAL_WRITE */
-    rcache_pinned_t pinned;     /* [main] user memory both caches keep
-                                 * registered; .max: the cap's rest */
+    pthread_mutex_t rc_lock;
+    rdma_verbs_rc_t rc_src;     /* [rc] send buffers the peer reads: REMOTE_READ */
+    rdma_verbs_rc_t rc_dst;     /* [rc] receive buffers our reads fill: LOCAL_WRITE */
+    rcache_pinned_t pinned;     /* [rc] user memory both caches keep
+                                 * registered; .max [fixed]: the cap's rest */
+    int rh_on;                  /* [fixed] the registration helper runs */
+    rhelper_t rh;               /* its own rules (rhelper.h): notes from main,
+                                 * the rest on the thread, rc_lock in its ops */
     int memev_on, said_reg, said_memev; /* [main] */
     char memev_err[160];        /* [main] why registrations are not cached */
     const char *fork_mode;      /* [fixed] rdma_xport_verbs_fork_mode() */
@@ -277,6 +285,7 @@ void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type);
 enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote);
 void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m);
 double rdma_verbs_cm_run(void *xp, double now);  /* the thread's bg_run; locks */
+void rdma_verbs_fd_poke(int fd);
 rdma_status_t rdma_verbs_cm_connect(rdma_xport_t * xp, rdma_conn_t * c);       /* main; locks */
 void rdma_verbs_adopt(rdma_xport_t * xp);       /* main; locks */
 void rdma_verbs_rtu_implied(rdma_verbs_conn_t * vc);    /* main; locks */

@@ -217,7 +217,7 @@ void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
 
 /* --------------------------------------------------- handing to main */
 
-static void rdma_verbs_fd_poke(int fd)
+void rdma_verbs_fd_poke(int fd)
 {
     uint64_t one = 1;
 

@@ -18,6 +18,13 @@
  * before register, so none is missed) and the cache drains those events
  * before every lookup; without memev every registration is dropped after
  * use (rcache cache=0), said once.
+ *
+ * Registration helper (seed 004, MPIR_CVAR_CH3_RDMA_REG_HELPER; needs the
+ * cache): after the last use of a region of at least RH_MIN_BYTES, main
+ * notes it (rhelper.h); the channel thread predicts the next use, drops the
+ * region's registration meanwhile and registers it again ahead of time.
+ * Both caches and their pinned account are then shared: every rcache call
+ * holds rc_lock (a helper registration holds it for one ibv_reg_mr).
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -78,6 +85,36 @@ static const rcache_ops_t rdma_verbs_rc_ops = {
     rdma_verbs_rc_reg, rdma_verbs_rc_dereg, rdma_verbs_rc_drain
 };
 
+/* ------------------------------------- the helper's backend (the thread) */
+
+static void rdma_verbs_rh_drop(void *ctx, int k, uintptr_t start, size_t len)
+{
+    rdma_xport_t *xp = ctx;
+
+    pthread_mutex_lock(&xp->rc_lock);
+    rcache_drop_idle(k ? xp->rc_dst.rc : xp->rc_src.rc, start, len);
+    pthread_mutex_unlock(&xp->rc_lock);
+}
+
+static int rdma_verbs_rh_reg(void *ctx, int k, uintptr_t start, size_t len)
+{
+    rdma_xport_t *xp = ctx;
+    rcache_t *rc = k ? xp->rc_dst.rc : xp->rc_src.rc;
+    rcache_region_t *r;
+    int hit = 0, st;
+
+    pthread_mutex_lock(&xp->rc_lock);
+    st = rcache_get(rc, (void *) start, len, &r, &hit);
+    if (st == RDMA_OK)
+        rcache_put(rc, r);
+    pthread_mutex_unlock(&xp->rc_lock);
+    return st ? -1 : !hit;
+}
+
+static const rh_ops_t rdma_verbs_rh_ops = {
+    rdma_verbs_rh_drop, rdma_verbs_rh_reg, rdma_thread_now
+};
+
 rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 {
     rcache_config_t cfg = { xp->prm.rcache_max_bytes, xp->prm.rcache_max_entries, 1,
@@ -87,8 +124,11 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     /* RCACHE_MAX_MB bounds idle bytes, within the cap */
     if (xp->pinned.max && cfg.max_bytes > xp->pinned.max)
         cfg.max_bytes = xp->pinned.max;
+    pthread_mutex_init(&xp->rc_lock, NULL);
     xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == RDMA_OK;
     cfg.cache = xp->memev_on;
+    xp->rh_on = xp->prm.reg_helper && cfg.cache;
+    rh_init(&xp->rh, &rdma_verbs_rh_ops, xp);
     xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
     xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
@@ -109,6 +149,7 @@ void rdma_verbs_rc_close(rdma_xport_t * xp)
     if (xp->memev_on)
         memev_close();
     xp->memev_on = 0;
+    pthread_mutex_destroy(&xp->rc_lock);
 }
 
 /* A region of cache vr for [addr, addr+len).  RDMA_ERR_NOMEM: not now
@@ -118,15 +159,18 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
                                        rcache_region_t ** r, int *hit)
 {
     rdma_xport_t *xp = vr->xp;
+    rdma_status_t st;
     int e;
 
     if (!xp->memev_on && !xp->said_memev++)
         fprintf(stderr, "[ch3:rdma] rank %d: registration cache off (%s): every zero-copy "
                 "message registers its buffers anew\n", xp->prm.rank, xp->memev_err);
-    e = rcache_get(vr->rc, addr, len, r, hit);
-    if (e == RDMA_OK || e == RDMA_ERR_REFUSED)
-        return e ? RDMA_ERR_NOMEM : RDMA_OK;
-    e = e == RDMA_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
+    pthread_mutex_lock(&xp->rc_lock);
+    st = rcache_get(vr->rc, addr, len, r, hit);
+    e = st == RDMA_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
+    pthread_mutex_unlock(&xp->rc_lock);
+    if (st == RDMA_OK || st == RDMA_ERR_REFUSED)
+        return st ? RDMA_ERR_NOMEM : RDMA_OK;
     rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_REG, "cannot register %zu bytes at %p: %s%s", len,
              addr, strerror(e), e == ENOMEM || e == EAGAIN ?
              " (memlock or NIC limit: raise ulimit -l or lower "
@@ -138,6 +182,22 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
     if (!xp->said_reg++)
         fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
     return RDMA_ERR_NOMEM;
+}
+
+/* Release r of cache k (0: send, 1: receive); after its last use, tell
+ * the helper, waking the thread if the helper had nothing left to read. */
+static void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r)
+{
+    uintptr_t start = r->start;
+    size_t len = r->end - r->start;
+    int last;
+
+    pthread_mutex_lock(&xp->rc_lock);
+    last = rcache_put(k ? xp->rc_dst.rc : xp->rc_src.rc, r);
+    pthread_mutex_unlock(&xp->rc_lock);
+    if (last && xp->rh_on && len >= RH_MIN_BYTES
+        && rh_note(&xp->rh, rdma_thread_now(), k, start, len, rh_site(len)))
+        rdma_verbs_fd_poke(xp->kick_fd);
 }
 
 static rdma_status_t rdma_verbs_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
@@ -157,7 +217,7 @@ static rdma_status_t rdma_verbs_expose(void *ctx, const void *addr, size_t len, 
 
 static void rdma_verbs_unexpose(void *ctx, void *handle)
 {
-    rcache_put(((rdma_verbs_conn_t *) ctx)->xp->rc_src.rc, handle);
+    rdma_verbs_rc_put(((rdma_verbs_conn_t *) ctx)->xp, 0, handle);
 }
 
 /* The receive region for a read into [at, at+len): registered for the
@@ -188,7 +248,7 @@ rdma_status_t rdma_xport_verbs_dst_key(rdma_xport_t * xp, void *addr, size_t len
 
 void rdma_xport_verbs_dst_put(rdma_xport_t * xp, void *handle)
 {
-    rcache_put(xp->rc_dst.rc, handle);
+    rdma_verbs_rc_put(xp, 1, handle);
 }
 
 static uint32_t rdma_verbs_reads_max(const rdma_verbs_conn_t * vc)
@@ -226,7 +286,7 @@ static rdma_status_t rdma_verbs_pull(void *ctx, const struct iovec *dst, int n, 
         if (rdma_verbs_post(vc, (uintptr_t) at, ((struct ibv_mr *) r->mr)->lkey, (uint32_t) k,
                             raddr + *posted, (uint32_t) key, -1,
                             RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SIGNAL)) {
-            rcache_put(vc->xp->rc_dst.rc, r);
+            rdma_verbs_rc_put(vc->xp, 1, r);
             return RDMA_ERR_XPORT;
         }
         vc->reads[vc->rd_head % RDMA_VERBS_READS_MAX].len = (uint32_t) k;
@@ -245,7 +305,7 @@ void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
 {
     uint32_t t = vc->rd_tail++ % RDMA_VERBS_READS_MAX;
 
-    rcache_put(vc->xp->rc_dst.rc, vc->reads[t].reg);
+    rdma_verbs_rc_put(vc->xp, 1, vc->reads[t].reg);
     vc->xp->prm.ev.pulled(vc->c, vc->reads[t].len);
 }
 
@@ -269,12 +329,20 @@ static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, cha
                     st.regions, st.bytes, st.idle_regions);
 }
 
+/* The lock is not part of the value: const callers take it too. */
+static pthread_mutex_t *rdma_verbs_rc_lock(const rdma_xport_t * xp)
+{
+    return (pthread_mutex_t *) &xp->rc_lock;
+}
+
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c)
 {
     const rdma_verbs_rc_t *vr[2] = { &xp->rc_src, &xp->rc_dst };
     rcache_stats_t st;
+    rh_stats_t hs;
     int i;
 
+    pthread_mutex_lock(rdma_verbs_rc_lock(xp));
     for (i = 0; i < 2; i++) {
         if (!vr[i]->rc)
             continue;
@@ -284,6 +352,21 @@ void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c)
     }
     c->pinned_bytes += xp->pinned.now;
     c->pinned_bytes_max += xp->pinned.peak;
+    pthread_mutex_unlock(rdma_verbs_rc_lock(xp));
+    rh_stats_get(&xp->rh, &hs);
+    c->helper_regs += hs.regs;
+}
+
+static int rdma_verbs_rh_stats(const rhelper_t * h, char *buf, size_t len)
+{
+    rh_stats_t s;
+
+    rh_stats_get(h, &s);
+    return snprintf(buf, len, "; helper: notes %llu (%llu lost), dropped %llu, registered "
+                    "ahead %llu (%llu failed), kept %llu", (unsigned long long) s.notes,
+                    (unsigned long long) s.dropped_notes, (unsigned long long) s.drops,
+                    (unsigned long long) s.regs, (unsigned long long) s.reg_fails,
+                    (unsigned long long) s.kept);
 }
 
 /* Called once the channel thread is stopped ([cm] fields too). */
@@ -304,6 +387,8 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; user memory pinned at most %zu KiB (%s)",
                       (xp->pinned.peak + 1023) / 1024, cap);
+    if (xp->rh_on && n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rh_stats(&xp->rh, buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped, "
                       "%llu requests refused%s%s", (unsigned long long) xp->cm_dropped,

@@ -137,6 +137,8 @@ typedef struct rdma_xport_params {
     size_t rcache_max_bytes, rcache_max_entries;
     size_t pinned_max_bytes;    /* cap on all memory pinned (rings, staging,
                                  * user buffers); 0: none */
+    int reg_helper;             /* seed 004's registration helper runs in
+                                 * the channel thread (rhelper.h) */
     int peers;                  /* peers this transport serves */
 } rdma_xport_params_t;
 
@@ -146,6 +148,7 @@ typedef struct rdma_xport_counters {
     uint64_t pinned_bytes;      /* user memory registered now (cached too) */
     uint64_t pinned_bytes_max;  /* its peak since the transport opened
                                  * (only verbs pins: no sum of peaks) */
+    uint64_t helper_regs;       /* registrations the helper made ahead of use */
 } rdma_xport_counters_t;
 
 struct rdma_xport_ops {

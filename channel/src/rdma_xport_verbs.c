@@ -139,6 +139,15 @@ static rdma_status_t rdma_verbs_finalize(rdma_xport_t * xp)
     return RDMA_OK;
 }
 
+/* The channel thread: the CM, then the registration helper. */
+static double rdma_verbs_bg_run(void *arg, double now)
+{
+    rdma_xport_t *xp = arg;
+    double cm = rdma_verbs_cm_run(xp, now), rh = xp->rh_on ? rh_run(&xp->rh, now) : 0;
+
+    return cm == 0 || (rh > 0 && rh < cm) ? rh : cm;
+}
+
 /* The channel thread sleeps on the CM CQ's events and on our kicks. */
 static int rdma_verbs_bg_fds(rdma_xport_t * xp, int *fds, int max)
 {
@@ -195,7 +204,7 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .wait = rdma_verbs_wait,
     .wait_disarm = rdma_verbs_wait_disarm,
     .bg_fds = rdma_verbs_bg_fds,
-    .bg_run = rdma_verbs_cm_run,
+    .bg_run = rdma_verbs_bg_run,
     .pipe_ops = &rdma_verbs_pipe_ops,
     .zc = &rdma_verbs_zc_ops,
     .stats = rdma_verbs_stats,

@@ -751,6 +751,24 @@ static void t_cap(void)
     rcache_destroy(b);
 }
 
+/* rcache_drop_idle: idle regions in the range go, busy ones and those
+ * outside stay; the last put says so. */
+static void t_drop_idle(void)
+{
+    rcache_t *rc = mk(100, SIZE_MAX, SIZE_MAX, 1, &ops_plain);
+    rcache_region_t *a = get(rc, 0, 2, NULL), *b = get(rc, 4, 2, NULL), *c = get(rc, 8, 2, NULL);
+    rcache_region_t *b2 = get(rc, 4, 1, NULL);
+
+    ok(rcache_put(rc, a) == 1 && rcache_put(rc, b) == 0 && rcache_put(rc, c) == 1,
+       "drop_idle: put returns 1 only for the last reference");
+    rcache_drop_idle(rc, (uintptr_t) pg(1), 6 * PG);
+    ok(stats(rc).regions == 2 && F.deregs == 1 && mr_live(b2) && stats(rc).idle_regions == 1,
+       "drop_idle: the idle region in range is deregistered, the busy one stays, the one "
+       "beyond too");
+    rcache_put(rc, b2);
+    fin(rc, "drop_idle");
+}
+
 int main(void)
 {
     PG = (size_t) sysconf(_SC_PAGESIZE);
@@ -772,6 +790,7 @@ int main(void)
     t_random(1, 1);
     t_pinned();
     t_cap();
+    t_drop_idle();
     fake_free();
     return done_testing();
 }
