@@ -136,7 +136,7 @@ static void rh_predict(rhelper_t * h, rh_note_t * n, double now)
         RH_COUNT(h, st.drops);
         return;
     }
-    early = rh_reg_time(h, n->len) + RH_MARGIN + e->period / 8;
+    early = 2 * rh_reg_time(h, n->len) + RH_MARGIN;
     n->t += e->period - early;
     if (n->t <= now + rh_reg_time(h, n->len)) {
         RH_COUNT(h, st.kept);

@@ -19,12 +19,13 @@
  * table keeps, per signature, the time of the last use and the shortest
  * interval seen (the period).  A signature's first use has no period: its
  * region is dropped at once (a first registration is always deregistered).
- * Later uses: the next one is due at last + period; when now + t_reg +
- * RH_MARGIN is still before it, the region is dropped now and queued (the
- * RQ, ordered by time) to be registered at due - t_reg - RH_MARGIN; else
- * it stays registered.  t_reg(pages) = a + b * pages, fitted by least
+ * Later uses: the next one is due at last + period; the region is dropped
+ * now and queued (the RQ, ordered by time) to be registered at due -
+ * 2 t_reg - RH_MARGIN, unless that is less than t_reg from now (then it
+ * stays registered).  t_reg(pages) = a + b * pages, fitted by least
  * squares over the registrations the helper timed (the paper's linear
- * model).
+ * model); twice that, because a registration done much earlier only holds
+ * memory, and under PINNED_MAX_MB it is evicted again before its use.
  *
  * Memory-ordering rule: the ring's head is written by the owner only
  * (release, after the slot), its tail by the helper only (release, after
