@@ -218,13 +218,13 @@ static void rcache_lru_trim(rcache_t * rc, size_t max_bytes, size_t max_entries)
     }
 }
 
-/* Evict rc's idle regions from the cold end until n more bytes fit p. */
+/* Evict rc's idle regions from the cold end until n more bytes fit p
+ * (every idle byte evicted leaves p too). */
 static void rcache_pinned_evict(rcache_t * rc, const rcache_pinned_t * p, size_t n)
 {
-    while (p->now + n > p->max && rc->lru.tail) {
-        rc->stats.evictions++;
-        rcache_region_retire(rc, rc->lru.tail);
-    }
+    size_t over = p->now + n > p->max ? p->now + n - p->max : 0;
+
+    rcache_lru_trim(rc, rc->stats.idle_bytes > over ? rc->stats.idle_bytes - over : 0, SIZE_MAX);
 }
 
 /* Room for n more registered bytes under the cap (see rcache.h), making

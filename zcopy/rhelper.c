@@ -38,7 +38,7 @@ int rh_note(rhelper_t * h, double t, int cache, uintptr_t start, size_t len, uin
     uint64_t head = h->head, tail = __atomic_load_n(&h->tail, __ATOMIC_ACQUIRE);
 
     if (head - tail == RH_RING) {
-        RH_COUNT(h, dropped_notes);
+        RH_COUNT(h, st.dropped_notes);
         return 0;
     }
     h->ring[head % RH_RING] = (rh_note_t) { t, start, len,
@@ -187,7 +187,7 @@ double rh_run(rhelper_t * h, double now)
 void rh_stats_get(const rhelper_t * h, rh_stats_t * st)
 {
     st->notes = __atomic_load_n(&h->st.notes, __ATOMIC_RELAXED);
-    st->dropped_notes = __atomic_load_n(&h->dropped_notes, __ATOMIC_RELAXED);
+    st->dropped_notes = __atomic_load_n(&h->st.dropped_notes, __ATOMIC_RELAXED);
     st->drops = __atomic_load_n(&h->st.drops, __ATOMIC_RELAXED);
     st->regs = __atomic_load_n(&h->st.regs, __ATOMIC_RELAXED);
     st->reg_fails = __atomic_load_n(&h->st.reg_fails, __ATOMIC_RELAXED);

@@ -30,8 +30,8 @@
  * Memory-ordering rule: the ring's head is written by the owner only
  * (release, after the slot), its tail by the helper only (release, after
  * reading the slot); each reads the other's with acquire.  The counters
- * (st, dropped_notes) are written by one side each and read by anyone with
- * relaxed atomics.  Everything else is the helper's own.
+ * (st) are written by one side each and read by anyone with relaxed
+ * atomics.  Everything else is the helper's own.
  */
 #ifndef RHELPER_H_INCLUDED
 #define RHELPER_H_INCLUDED
@@ -89,13 +89,12 @@ typedef struct rhelper {
     rh_note_t ring[RH_RING];
     uint64_t head, tail;
     uint64_t prev_site;         /* owner's: the previous note's call site */
-    uint64_t dropped_notes;     /* owner's */
     /* the helper's own */
     rh_entry_t table[RH_TABLE];
     rh_note_t rq[RH_RQ];        /* binary heap on t (when to register) */
     int nrq;
     double fit[5];              /* n, sum x, sum y, sum xy, sum xx (x: pages) */
-    rh_stats_t st;
+    rh_stats_t st;              /* dropped_notes the owner's, the rest the helper's */
 } rhelper_t;
 
 void rh_init(rhelper_t * h, const rh_ops_t * ops, void *ctx);
