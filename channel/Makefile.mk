@@ -19,9 +19,12 @@ noinst_HEADERS += \
     $(rdma_dir)/src/rdma_verbs.h \
     $(rdma_dir)/src/rdma_thread.h \
     $(rdma_dir)/ringbuf/rb_pipe.h \
+    $(rdma_dir)/ringbuf/rb_impl.h \
     $(rdma_dir)/zcopy/zc.h \
     $(rdma_dir)/zcopy/rcache.h \
-    $(rdma_dir)/zcopy/memev.h
+    $(rdma_dir)/zcopy/memev.h \
+    $(rdma_dir)/zcopy/rhelper.h \
+    $(rdma_dir)/zcopy/freq.h
 
 mpi_core_sources += \
     $(rdma_dir)/src/ch3_init.c \
@@ -39,11 +42,14 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_verbs_conn.c \
     $(rdma_dir)/src/rdma_verbs_data.c \
     $(rdma_dir)/src/rdma_verbs_reg.c \
+    $(rdma_dir)/src/rdma_verbs_eager.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \
+    $(rdma_dir)/ringbuf/rb_rx.c \
     $(rdma_dir)/ringbuf/rb_config.c \
     $(rdma_dir)/zcopy/zc.c \
     $(rdma_dir)/zcopy/rcache.c \
     $(rdma_dir)/zcopy/rhelper.c \
+    $(rdma_dir)/zcopy/freq.c \
     $(rdma_dir)/zcopy/memev.c
 
 endif BUILD_CH3_RDMA

@@ -1,94 +1,13 @@
 /*
- * rb_pipe.c: one connection's ring-buffer pipes.  Design, frame layout and
- * rules are in rb_pipe.h; the memory-ordering rules (GCC __atomic builtins)
- * are noted at the loads and stores that carry them: rb_tx_send (release of
- * the head flag), rb_rx_parse (acquire of the flags, then a barrier),
- * rb_rx_release (relaxed clears, ordered by the credit's release) and
- * rb_tx_tail_seen (acquire of the credit).
+ * rb_pipe.c: one connection's ring-buffer pipes, set-up and send side (the
+ * receive side is rb_rx.c).  Design, frame layout and rules are in
+ * rb_pipe.h; the memory-ordering rules (GCC __atomic builtins) are noted at
+ * the loads and stores that carry them: rb_tx_frame (release of the head
+ * flag) and rb_tx_tail_seen (acquire of the credit) here, rb_rx_parse and
+ * rb_rx_release in rb_rx.c.
  */
 #include <string.h>
-#include "rb_pipe.h"
-
-#define RB_HDR 16                                      /* flag + info */
-
-/* Acquire barrier between "frame complete" and the payload reads.  A NIC
- * may have written the ring, so use rdma-core's udma_from_device_barrier
- * where the C11 fence is not enough for device writes. */
-#if defined(__x86_64__)
-#define RB_RX_BARRIER() __asm__ volatile("lfence" ::: "memory")
-#elif defined(__aarch64__)
-#define RB_RX_BARRIER() __asm__ volatile("dmb oshld" ::: "memory")
-#else
-#define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
-#endif
-
-/* Position in an iovec; zero-length entries are stepped over. */
-typedef struct rb_cursor {
-    const struct iovec *iov;
-    size_t off;
-} rb_cursor_t;
-
-static size_t rb_pad8(size_t n)
-{
-    return (n + 7) & ~(size_t) 7;
-}
-
-static size_t rb_ring_off(const rb_pipe_t * p, uint64_t pos)
-{
-    return pos & (p->cfg.ring_size - 1);
-}
-
-/* Ring bytes covered by a frame at ring offset off: whole chunks, or up to
- * the ring end for a PAD frame.  Sender and receiver both use this. */
-static uint64_t rb_frame_span(const rb_pipe_t * p, size_t off, int type, size_t len)
-{
-    size_t c = p->cfg.chunk_size;
-
-    if (type == RB_FRAME_PAD)
-        return p->cfg.ring_size - off;
-    return (p->ovh + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
-}
-
-/* seq skips 0: a flag word that landed only in part (unwritten bytes still
- * 0) can then never carry the expected seq (see rb_rx_parse). */
-static uint32_t rb_seq_next(uint32_t seq)
-{
-    return seq + 1 ? seq + 1 : 1;
-}
-
-static size_t rb_iov_total(const struct iovec *iov, int n)
-{
-    size_t t = 0;
-
-    while (n-- > 0)
-        t += iov[n].iov_len;
-    return t;
-}
-
-/* Move len bytes between buf and the iov at c (to_buf: iov -> buf).  The
- * caller guarantees that the iov holds len more bytes. */
-static void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_buf)
-{
-    while (len) {
-        size_t k = c->iov->iov_len - c->off;
-        uint8_t *u = (uint8_t *) c->iov->iov_base + c->off;
-
-        if (!k) {
-            c->iov++;
-            c->off = 0;
-            continue;
-        }
-        if (k > len)
-            k = len;
-        if (to_buf)
-            memcpy(buf, u, k);
-        else
-            memcpy(u, buf, k);
-        buf += k;
-        len -= k;
-        c->off += k;
-    }
-}
+#include "rb_impl.h"
 
 rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xport_ops_t * ops,
                            void *ctx, void *stage, volatile uint64_t * tail_word,
@@ -120,12 +39,6 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
 
 /* ---- send side ---- */
 
-/* t is a peer tail ahead of the replica and not beyond what was sent. */
-static int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
-{
-    return (int64_t) (t - p->tx.tail) > 0 && (int64_t) (p->tx.head - t) >= 0;
-}
-
 /* The newest peer tail known: replica or credit word (acquire: the peer
  * cleared its chunk-start words before storing it). */
 static uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
@@ -150,12 +63,14 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
     return d;
 }
 
-/* One transport write of len ring bytes at off holding `frames` frames
- * (then, in basic mode, the head). */
-static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames)
+/* One transport write of len ring bytes at off holding `frames` frames,
+ * u: one frame with a part from user memory (then, in basic mode, the
+ * head). */
+static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, const rb_user_t * u)
 {
     p->stats.writes_tx++;
-    if (p->ops->write(p->ctx, off, len, frames)
+    if ((u ? p->ops->write_user(p->ctx, off, len, frames, u)
+         : p->ops->write(p->ctx, off, len, frames))
         || (p->cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
         return RDMA_ERR_XPORT;
     return RDMA_OK;
@@ -172,7 +87,7 @@ static int rb_tx_flush(rb_pipe_t * p)
         return RDMA_OK;
     p->tx.wr_frames = 0;
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
-    return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames);
+    return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames, NULL);
 }
 
 /* Complete the frame whose payload is in place at tx.head and publish it
@@ -267,7 +182,7 @@ static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, 
 
     for (i = 0; i < n; d += iov[i++].iov_len)
         memcpy(d, iov[i].iov_base, iov[i].iov_len);
-    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1);
+    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
     p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? len : 0;
     return rc;
@@ -316,40 +231,113 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     return rc;
 }
 
-rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+size_t rb_pipe_user_max(const rb_pipe_t * p)
+{
+    return RB_USER_SEGS * (p->cfg.max_frame - p->ovh);
+}
+
+/* Make `span` ring bytes of frames start where they fit: the newest peer
+ * tail, a rewind to the hot window, a PAD over the ring end (a frame never
+ * wraps; the PAD alone may go out, invisible to the receiver's user).
+ * *fits = 1: room for them at tx.head, no group pending. */
+static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
 {
     size_t off;
+    int rc;
+
+    *fits = 0;
+    p->tx.tail = rb_tx_tail_seen(p);
+    if ((rc = rb_tx_rewind(p)) != RDMA_OK)
+        return rc;
+    off = rb_ring_off(p, p->tx.head);
+    if (off + span > p->cfg.ring_size) {
+        if (rb_tx_room(p) < p->cfg.ring_size - off)
+            goto full;
+        if ((rc = rb_tx_send(p, RB_FRAME_PAD, 0)) != RDMA_OK)
+            return rc;
+    }
+    if (rb_tx_room(p) < span)
+        goto full;
+    *fits = 1;
+  full:
+    p->stats.full_stalls += !*fits;
+    return rb_tx_flush(p);      /* a PAD frame may be pending */
+}
+
+/* rb_pipe_put_user's frames, placed: the entries but the last copied, the
+ * last one's bytes noted per frame as user segments; one write. */
+static int rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
+                      void *handle, size_t *nbytes)
+{
+    const struct iovec *e = &iov[n - 1];
+    size_t fmax = p->cfg.max_frame - p->ovh, hlen = total - e->iov_len, done = 0, end = 0;
+    size_t off = rb_ring_off(p, p->tx.head), len, h;
+    rb_cursor_t cur = { iov, 0 };
+    rb_user_t u = {.n = 0,.handle = handle };
+    uint8_t *d;
+    unsigned j, frames;
+    int rc;
+
+    for (frames = 0; done < total; frames++) {
+        len = total - done < fmax ? total - done : fmax;
+        d = rb_tx_payload(p, len);
+        h = done < hlen ? (hlen - done < len ? hlen - done : len) : 0;
+        rb_cursor_copy(&cur, d, h, 1);
+        if (len > h) {
+            u.seg[u.n].at = (size_t) (d - p->tx.stage) + h;
+            u.seg[u.n].addr = (const char *) e->iov_base + (done + h - hlen);
+            u.seg[u.n++].len = len - h;
+        }
+        end = rb_tx_frame(p, RB_FRAME_DATA, len) + p->ovh + rb_pad8(len);
+        done += len;
+    }
+    rc = rb_tx_write(p, off, end - off, frames, &u);
+    for (j = 0; p->tail_flag && j < u.n; j++)   /* the mirror, while the NIC sends */
+        memcpy(p->tx.stage + u.seg[j].at, u.seg[j].addr, u.seg[j].len);
+    p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
+    *nbytes = rc == RDMA_OK ? total : 0;
+    return rc;
+}
+
+rdma_status_t rb_pipe_put_user(rb_pipe_t * p, const struct iovec *iov, int n, void *handle,
+                               size_t *nbytes)
+{
+    size_t total, fmax, k;
+    uint64_t span;
+    int rc, fits;
+
+    if (!p || !nbytes || n < 1 || !iov || !handle || !p->ops->write_user
+        || p->cfg.flag_publishes)
+        return RDMA_ERR_INVAL;
+    *nbytes = 0;
+    total = rb_iov_total(iov, n);
+    fmax = p->cfg.max_frame - p->ovh;
+    if (!total || total > rb_pipe_user_max(p))
+        return RDMA_ERR_INVAL;
+    k = (total - 1) / fmax;     /* full frames before the last */
+    span = k * rb_frame_span(p, 0, RB_FRAME_DATA, fmax)
+        + rb_frame_span(p, 0, RB_FRAME_DATA, total - k * fmax);
+    if ((rc = rb_tx_place(p, span, &fits)) != RDMA_OK || !fits)
+        return rc;
+    return rb_tx_user(p, iov, n, total, handle, nbytes);
+}
+
+rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+{
     int rc;
 
     if (!p || !sent || type < RB_FRAME_CTRL || type >= RB_FRAME_PAD || (len && !buf)
         || len > p->cfg.max_frame - RB_FRAME_OVERHEAD)
         return RDMA_ERR_INVAL;
-    *sent = 0;
-    p->tx.tail = rb_tx_tail_seen(p);
-    rc = rb_tx_rewind(p);
-    if (rc)
+    rc = rb_tx_place(p, rb_frame_span(p, 0, type, len), sent);
+    if (rc != RDMA_OK || !*sent)
         return rc;
-    off = rb_ring_off(p, p->tx.head);
-    /* A frame never wraps: fill the ring end with a PAD frame first.  The
-     * PAD alone may go out; it is invisible to the receiver's user. */
-    if (off + rb_frame_span(p, off, type, len) > p->cfg.ring_size) {
-        if (rb_tx_room(p) < p->cfg.ring_size - off)
-            goto full;
-        rc = rb_tx_send(p, RB_FRAME_PAD, 0);
-        if (rc)
-            return rc;
-    }
-    if (rb_tx_room(p) < rb_frame_span(p, 0, type, len))
-        goto full;
     if (len)
         memcpy(rb_tx_payload(p, len), buf, len);
     rc = rb_tx_send(p, type, len);
     rc = rc == RDMA_OK ? rb_tx_flush(p) : rc;
     *sent = rc == RDMA_OK;
     return rc;
-  full:
-    p->stats.full_stalls++;
-    return rb_tx_flush(p);      /* a PAD frame may be pending */
 }
 
 size_t rb_pipe_tx_space(const rb_pipe_t * p)
@@ -357,198 +345,3 @@ size_t rb_pipe_tx_space(const rb_pipe_t * p)
     return p->cfg.ring_size - (p->tx.head - rb_tx_tail_seen(p));
 }
 
-/* ---- receive side ---- */
-
-static int rb_rx_credit(rb_pipe_t * p)
-{
-    if (p->ops->credit(p->ctx, p->rx.tail))
-        return RDMA_ERR_XPORT;
-    p->rx.tail_sent = p->rx.tail;
-    p->stats.credits_tx++;
-    return RDMA_OK;
-}
-
-/* A small frame's other cache lines, fetched at once rather than one
- * miss after another as the copy reaches them (larger frames stream). */
-static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
-{
-    size_t c;
-
-    for (c = 64; c < RB_HDR + len && c < 1024; c += 64)
-        __builtin_prefetch((const void *) (fr + c));
-}
-
-/* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
-static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
-{
-    size_t off = rb_ring_off(p, p->rx.tail);
-    volatile uint8_t *fr = p->rx.ring + off;
-    int known = 0;              /* the transport says the frame is there */
-    uint64_t flag, info;
-    size_t len;
-
-    if (p->cfg.completion_driven) {
-        if (p->rx.landed == p->rx.consumed)
-            return 0;
-        known = 1;
-    }
-    if (p->cfg.mode == RB_MODE_BASIC) {
-        if ((int64_t) (__atomic_load_n(p->rx.head_word, __ATOMIC_ACQUIRE) - p->rx.tail) <= 0)
-            return 0;
-        known = 1;
-    }
-    flag = __atomic_load_n((volatile uint64_t *) fr, __ATOMIC_ACQUIRE);
-    /* Flag polling: 0 is "nothing yet"; another seq is a flag still landing
-     * byte-wise (its unwritten seq bytes are 0, and seq is never 0) -- or a
-     * corrupt ring, which this cannot tell from a slow write. */
-    if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
-        return known ? RDMA_ERR_PROTO : 0;
-    len = flag >> 2 & RB_LEN_MAX;
-    /* rx.off > len: the peer rewrote a frame we had partly read (callers
-     * compute len - rx.off) */
-    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->cfg.max_frame
-        || off + p->ovh + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
-        return RDMA_ERR_PROTO;
-    if (p->tail_flag
-        && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
-        != flag)
-        return known ? RDMA_ERR_PROTO : 0;
-    /* complete: no payload or info read may move before the flag reads (a
-     * ring the CPU writes, flag_publishes, needs only the acquire above; a
-     * landed completion made the write visible before it was reported) */
-    if (p->tail_flag)
-        RB_RX_BARRIER();
-    if (!p->rx.off)
-        rb_rx_prefetch(fr, len);
-    info = ((volatile uint64_t *) fr)[1];
-    f->type = (int) (info >> 56);
-    if (f->type == RB_FRAME_PAD && len)
-        return RDMA_ERR_PROTO;
-    if (p->cfg.mode == RB_MODE_PIGGYBACK) {
-        /* 56-bit credit: rebuild the full tail, which lies within a ring of
-         * tx.head */
-        uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
-
-        if (rb_tail_newer(p, t))
-            p->tx.tail = t;
-    }
-    f->payload = (uint8_t *) (fr + RB_HDR);
-    f->len = len;
-    f->span = rb_frame_span(p, off, f->type, len);
-    return 1;
-}
-
-/* Release the frame at rx.tail: clear the chunk-start words its bytes cover
- * (so they read as "no frame" when reused; the rest of a PAD frame's span
- * was never written), advance, and return credit when due. */
-static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
-{
-    volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
-    uint64_t c, wrote = p->ovh + rb_pad8(f->len);
-
-    /* relaxed: the credit's release store (ops->credit, or the head flag
-     * of the next frame that piggybacks it) orders these before reuse */
-    for (c = 0; c < wrote; c += p->cfg.chunk_size)
-        __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
-    p->rx.tail += f->span;
-    p->rx.seen.span = 0;
-    p->rx.off = 0;
-    p->rx.seq = rb_seq_next(p->rx.seq);
-    p->rx.consumed++;
-    p->stats.frames_rx++;
-    if (p->cfg.mode == RB_MODE_BASIC
-        || p->rx.tail - p->rx.tail_sent >= p->cfg.credit_threshold)
-        return rb_rx_credit(p);
-    return RDMA_OK;
-}
-
-/* rb_rx_parse, with PAD frames released on the way: never shown. */
-static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
-{
-    int rc;
-
-    while ((rc = rb_rx_parse(p, f)) == 1 && f->type == RB_FRAME_PAD) {
-        rc = rb_rx_release(p, f);
-        if (rc)
-            return rc;
-    }
-    return rc;
-}
-
-static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
-{
-    p->rx.off += n;
-    p->stats.bytes_rx += n;
-    return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
-}
-
-rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
-{
-    rb_cursor_t cur = { iov, 0 };
-    rb_frame_t f;
-    size_t total, done = 0;
-    int rc = RDMA_OK;
-
-    if (!p || !nbytes || n < 0 || (n && !iov))
-        return RDMA_ERR_INVAL;
-    total = rb_iov_total(iov, n);
-    while (done < total && (rc = rb_rx_poll(p, &f)) == 1 && f.type == RB_FRAME_DATA) {
-        size_t k = f.len - p->rx.off;
-
-        if (k > total - done)
-            k = total - done;
-        rb_cursor_copy(&cur, f.payload + p->rx.off, k, 0);
-        done += k;
-        rc = rb_rx_advance(p, &f, k);
-        if (rc)
-            break;
-    }
-    *nbytes = done;
-    p->rx.at_ctrl = rc == 1 && f.type != RB_FRAME_DATA;
-    return rc < 0 ? rc : RDMA_OK;
-}
-
-rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
-{
-    rb_frame_t f;
-    int rc;
-
-    if (!p || !type || !buf || !len)
-        return RDMA_ERR_INVAL;
-    rc = rb_rx_poll(p, &f);
-    if (rc == 1) {
-        p->rx.seen = f;
-        *type = f.type;
-        *buf = f.payload + p->rx.off;
-        *len = f.len - p->rx.off;
-    }
-    return rc;
-}
-
-/* The frame peek found is still at rx.tail until released: not parsed
- * again. */
-rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
-{
-    rb_frame_t f;
-    int rc;
-
-    if (!p)
-        return RDMA_ERR_INVAL;
-    f = p->rx.seen;
-    rc = f.span ? 1 : rb_rx_poll(p, &f);
-    if (rc < 0)
-        return rc;
-    return rc == 0 || n > f.len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, &f, n);
-}
-
-void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
-{
-    p->rx.landed += frames;
-}
-
-rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p)
-{
-    if (!p)
-        return RDMA_ERR_INVAL;
-    return p->rx.tail != p->rx.tail_sent ? rb_rx_credit(p) : RDMA_OK;
-}

@@ -122,6 +122,20 @@ typedef struct rb_config {
     int flag_publishes;
 } rb_config_t;
 
+/* The parts of a write that come from the user's memory, not the stage
+ * (rb_pipe_put_user): per frame, ring bytes [at, at + len) are read from
+ * addr, which the caller registered (handle); in ring order. */
+enum { RB_USER_SEGS = 4 };      /* frames of one rb_pipe_put_user, at most */
+typedef struct rb_user {
+    unsigned n;
+    struct {
+        size_t at;
+        const void *addr;
+        size_t len;
+    } seg[RB_USER_SEGS];
+    void *handle;
+} rb_user_t;
+
 typedef struct rb_xport_ops {
     /* Make stage[off, off+len) visible in the peer's ring at the same offset
      * with one write: `frames` consecutive frames (data only, in basic
@@ -132,6 +146,13 @@ typedef struct rb_xport_ops {
     rdma_status_t (*credit)(void *ctx, uint64_t tail);
     /* Basic mode only: store the send head into the peer's head word. */
     rdma_status_t (*head)(void *ctx, uint64_t head);
+    /* Optional (NULL: rb_pipe_put_user refuses).  As write, but the ring
+     * bytes of u's segments come from user memory: one gather list (stage,
+     * user, stage, ..., stage; at most 2 RB_USER_SEGS + 1 entries).  The
+     * transport reads the user memory until the write completes and tells
+     * its owner then, not the pipe. */
+    rdma_status_t (*write_user)(void *ctx, size_t off, size_t len, unsigned frames,
+                                const rb_user_t * u);
 } rb_xport_ops_t;
 
 typedef struct rb_stats {
@@ -199,6 +220,27 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
  * max_frame), write each frame as soon as it is copied.  *nbytes = bytes
  * accepted (0 when the ring is full).  Non-blocking. */
 rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
+
+/* Bytes rb_pipe_put_user takes at most: RB_USER_SEGS full frames. */
+size_t rb_pipe_user_max(const rb_pipe_t * p);
+
+/* Send the iov as DATA frames (as many as its total needs, at most
+ * RB_USER_SEGS) in one write, its last entry not copied: the transport
+ * gathers it from the caller's memory (handle: its registration, for
+ * ops->write_user), which must stay unchanged until the transport says the
+ * write completed.  All or nothing: *nbytes = the iov total, or 0 when the
+ * frames do not fit now (nothing sent; a PAD frame may have gone out).
+ * The bytes on the wire are those rb_pipe_putv would send without a
+ * superpipeline schedule.
+ *   Flag-poll mode needs the stage to mirror the peer's ring (the tail
+ * flag's alt is chosen against it, see the top): there the entry is also
+ * copied into the stage, after the write is posted, so the copy overlaps
+ * the transfer instead of preceding it; the bytes are the ones the NIC
+ * reads, since the caller keeps them until completion.  Completion-driven
+ * pipes never read the stage's payload back: no copy at all.  Not for
+ * flag_publishes pipes, whose stage is the peer's ring. */
+rdma_status_t rb_pipe_put_user(rb_pipe_t * p, const struct iovec *iov, int n, void *handle,
+                               size_t *nbytes);
 
 /* Send one control message of type t (RB_FRAME_CTRL <= t < RB_FRAME_PAD,
  * len <= max_frame - overhead) as a single frame, or return RDMA_OK with

@@ -183,6 +183,37 @@ static void rcache_lru_del(rcache_t * rc, rcache_region_t * r)
     rc->stats.idle_bytes -= r->end - r->start;
 }
 
+/* --- the pinned account's time average ------------------------------- */
+
+void rcache_pinned_clock(rcache_pinned_t * p, double (*clock)(void))
+{
+    p->clock = clock;
+    p->t0 = p->t_last = clock();
+    p->area = 0;
+}
+
+double rcache_pinned_avg(const rcache_pinned_t * p)
+{
+    double t = p->clock ? p->clock() : 0;
+    double area = p->area + (double) p->now * (t - p->t_last);
+
+    return t > p->t0 ? area / (t - p->t0) : (double) p->now;
+}
+
+/* now += delta (signed), the average and the peak kept up. */
+static void rcache_pinned_add(rcache_pinned_t * p, ptrdiff_t delta)
+{
+    if (p->clock) {
+        double t = p->clock();
+
+        p->area += (double) p->now * (t - p->t_last);
+        p->t_last = t;
+    }
+    p->now += delta;
+    if (p->now > p->peak)
+        p->peak = p->now;
+}
+
 /* --- regions --------------------------------------------------------- */
 
 static void rcache_region_destroy(rcache_t * rc, rcache_region_t * r)
@@ -191,7 +222,7 @@ static void rcache_region_destroy(rcache_t * rc, rcache_region_t * r)
     rc->stats.regions--;
     rc->stats.bytes -= r->end - r->start;
     if (rc->cfg.pinned)
-        rc->cfg.pinned->now -= r->end - r->start;
+        rcache_pinned_add(rc->cfg.pinned, -(ptrdiff_t) (r->end - r->start));
     free(r);
 }
 
@@ -265,11 +296,8 @@ static int rcache_region_create(rcache_t * rc, uintptr_t s, uintptr_t e, rcache_
     r->refcount = 1;
     rc->stats.regions++;
     rc->stats.bytes += e - s;
-    if (rc->cfg.pinned) {
-        rc->cfg.pinned->now += e - s;
-        if (rc->cfg.pinned->now > rc->cfg.pinned->peak)
-            rc->cfg.pinned->peak = rc->cfg.pinned->now;
-    }
+    if (rc->cfg.pinned)
+        rcache_pinned_add(rc->cfg.pinned, (ptrdiff_t) (e - s));
     *out = r;
     return RDMA_OK;
 

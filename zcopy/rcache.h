@@ -62,6 +62,8 @@ typedef struct rcache_region {
     uintptr_t start, end;       /* page-aligned registered range [start,end) */
     void *mr;                   /* backend handle */
     uint64_t key;               /* backend key (e.g. rkey/lkey packed) */
+    double t_use;               /* the caller's (rcache never reads it): e.g.
+                                 * when its current use began */
     /* private */
     struct rcache_region *child[2];     /* tree links, live only */
     struct rcache_region *prev, *next;  /* LRU (live idle) or dead list */
@@ -69,6 +71,12 @@ typedef struct rcache_region {
     int height;                 /* AVL subtree height, live only */
     int dead;                   /* out of the tree, deregistered at last put */
 } rcache_region_t;
+
+/* Users of r now (gets not yet put): 1 right after a get starts a use. */
+static inline unsigned rcache_region_users(const rcache_region_t * r)
+{
+    return r->refcount;
+}
 
 /* rcache_ops_t.reg: registered, but the memory cannot be watched for
  * release (e.g. a file-backed mapping): use it once, never cache it. */
@@ -92,8 +100,18 @@ typedef struct rcache_ops {
 typedef struct rcache_pinned {
     size_t now, peak;
     size_t max;
+    /* Time average of now (rcache_pinned_avg): clock set by the owner
+     * (NULL: none), area = integral of now dt since t0. */
+    double (*clock)(void);
+    double t0, t_last, area;
     rcache_t *caches;           /* private: the caches on the account */
 } rcache_pinned_t;
+
+/* Start the account's time average now (clock: seconds). */
+void rcache_pinned_clock(rcache_pinned_t * p, double (*clock)(void));
+
+/* Bytes pinned on average since rcache_pinned_clock (0 without a clock). */
+double rcache_pinned_avg(const rcache_pinned_t * p);
 
 typedef struct rcache_config {
     size_t max_bytes;           /* idle registered bytes kept (SIZE_MAX: no

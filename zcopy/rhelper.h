@@ -103,8 +103,8 @@ void rh_init(rhelper_t * h, const rh_ops_t * ops, void *ctx);
  * innermost frames; 0 below RH_SITE_MIN. */
 uint64_t rh_site(size_t len);
 
-/* Owner: region [start, start+len) of cache was used at time t (seconds,
- * ops.now's clock) from call site site.  1 when the helper had nothing
+/* Owner: region [start, start+len) of cache was used from time t (when
+ * the use began; seconds, ops.now's clock) until now, from call site site.  1 when the helper had nothing
  * left to read (wake it: it may be asleep), else 0. */
 int rh_note(rhelper_t * h, double t, int cache, uintptr_t start, size_t len, uint64_t site);
 

@@ -11,6 +11,7 @@ enum { ZC_ENTRY_WAIT = 0, ZC_ENTRY_TAKEN, ZC_ENTRY_COPY, ZC_ENTRY_PART };  /* zc
  * the sender backs off (zc.h) instead of giving up for good. */
 enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1, ZC_FIN_BUSY = 2 };
 enum { ZC_IOV_MAX = 64 };
+enum { ZC_EAGER_IDLE = 0, ZC_EAGER_WAIT, ZC_EAGER_DONE };
 
 /* Wire formats (both ends share byte order: homogeneous jobs). */
 typedef struct zc_req {
@@ -85,7 +86,7 @@ void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void 
 int zc_busy(const zc_conn_t * z)
 {
     return z->rx.active || z->rx.fin_due || z->rx.push_wait || z->tx.pushed_due
-        || z->tx.state != ZC_TX_IDLE;
+        || z->tx.state != ZC_TX_IDLE || z->eager.state != ZC_EAGER_IDLE;
 }
 
 /* Send the FIN or PUSHED that *due says is owed, if the ring has room. */
@@ -202,17 +203,83 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
     return RDMA_OK;
 }
 
+/* Seed 001: the run iov[0..n) ends in an entry e that the transport holds
+ * as a frequent buffer: all of it goes in one write, e from user memory.
+ * *got = the bytes before e (e is accepted at zc_sent); *held = 0: not
+ * eligible, copy the run.  Only on an idle pipe (every frame consumed and
+ * credited, as in a ping-pong): e holds up the caller's next message until
+ * its write completes, which a stream of sends must not wait for. */
+static int zc_eager_put(zc_conn_t * z, const struct iovec *iov, int n, size_t run, size_t *got,
+                        int *held)
+{
+    const struct iovec *e = &iov[n - 1];
+    void *h;
+    int rc;
+
+    *got = 0;
+    *held = 0;
+    if (e->iov_len < z->cfg.eager_min || n < 2 || run == e->iov_len
+        || run > rb_pipe_user_max(z->pipe) || !z->ops || !z->ops->hold
+        || rb_pipe_tx_space(z->pipe) < z->pipe->cfg.ring_size
+        || z->ops->hold(z->ctx, e->iov_base, e->iov_len, &h))
+        return RDMA_OK;
+    *held = 1;
+    rc = rb_pipe_put_user(z->pipe, iov, n, h, got);
+    if (rc != RDMA_OK || !*got) {       /* no room: again later */
+        z->ops->unexpose(z->ctx, h);
+        *got = 0;
+        return rc;
+    }
+    *got = run - e->iov_len;
+    z->eager.addr = e->iov_base;
+    z->eager.len = e->iov_len;
+    z->eager.handle = h;
+    z->eager.state = ZC_EAGER_WAIT;
+    return RDMA_OK;
+}
+
+void zc_sent(zc_conn_t * z)
+{
+    if (z->eager.state == ZC_EAGER_WAIT)
+        z->eager.state = ZC_EAGER_DONE;
+}
+
+/* The entry zc_eager_put sent is iov[0] until its write completed: then
+ * it is accepted (*skip = 1, its bytes in *nbytes) and released. */
+static int zc_eager_accept(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes,
+                           int *skip)
+{
+    *skip = 0;
+    if (n < 1 || iov[0].iov_base != z->eager.addr || iov[0].iov_len != z->eager.len)
+        return RDMA_ERR_PROTO;
+    if (z->eager.state == ZC_EAGER_WAIT)
+        return RDMA_OK;
+    z->ops->unexpose(z->ctx, z->eager.handle);
+    z->eager.state = ZC_EAGER_IDLE;
+    z->stats.eager_zc++;
+    *nbytes += iov[0].iov_len;
+    *skip = 1;
+    return RDMA_OK;
+}
+
 rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     size_t got, run;
-    int i = 0, k, done, rc = zc_ctrl_flush(z);
+    int i = 0, k, done, held, rc = zc_ctrl_flush(z);
 
     *nbytes = 0;
+    if (rc == RDMA_OK && z->eager.state != ZC_EAGER_IDLE
+        && ((rc = zc_eager_accept(z, iov, n, nbytes, &i)) != RDMA_OK || !i))
+        return rc;
     while (rc == RDMA_OK && i < n) {
         for (k = i, run = 0; k < n && !zc_candidate(z, &iov[k]); k++)
             run += iov[k].iov_len;
         if (k > i) {
-            rc = rb_pipe_putv(z->pipe, iov + i, k - i, &got);
+            held = 0;
+            if (k == n && z->cfg.eager_min)     /* shm: 0, one test per put */
+                rc = zc_eager_put(z, iov + i, k - i, run, &got, &held);
+            if (rc == RDMA_OK && !held)
+                rc = rb_pipe_putv(z->pipe, iov + i, k - i, &got);
             *nbytes += got;
             if (rc != RDMA_OK || got < run)
                 break;

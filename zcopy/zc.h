@@ -38,6 +38,19 @@
  * core's copy is bound by memory traffic, that is up to twice the
  * bandwidth.  A refused push is pulled by the receiver after all.
  *
+ * Eager sends from user memory (seed 001; cfg.eager_min > 0 and
+ * ops->hold).  When a put's iov ends in an entry of at least eager_min
+ * bytes (below threshold: not a rendezvous candidate) and all of it fits
+ * RB_USER_SEGS frames on an idle pipe (every frame consumed and credited: a stream
+ * of sends keeps the copy path, whose sends are accepted at once), the
+ * transport is asked whether that buffer is a frequent one
+ * (ops->hold: counted, registered once frequent).  If so, the iov goes in
+ * one write whose last entry the transport gathers from user memory
+ * (rb_pipe_put_user): no copy on this side, the same bytes on the wire.
+ * Like a rendezvous entry, it is not accepted until the transport reports
+ * the write complete (zc_sent): the caller keeps offering it, and its
+ * buffer stays untouched meanwhile.
+ *
  * One rendezvous per direction at a time: the stream is ordered, so nothing
  * after the entry could be accepted before it anyway.
  *
@@ -89,12 +102,18 @@ typedef struct zc_ops {
      * peer's raddr, synchronously.  Non-zero: refused (nothing assumed
      * written; the receiver pulls them). */
     rdma_status_t (*push)(void *ctx, const void *src, size_t len, uint64_t raddr);
+    /* Eager sends (NULL: none): count a use of [addr, addr+len); 0 if it
+     * is a frequent buffer, registered for sending from where it lies
+     * (*handle, for rb_pipe_put_user, released with unexpose). */
+    rdma_status_t (*hold)(void *ctx, const void *addr, size_t len, void **handle);
 } zc_ops_t;
 
 typedef struct zc_config {
     size_t threshold;           /* entries >= threshold are candidates */
     zc_mode_t mode;
     size_t split_min;           /* split copy from this size; 0: never */
+    size_t eager_min;           /* eager sends from user memory from this
+                                 * size (ops->hold); 0: never */
 } zc_config_t;
 
 typedef struct zc_stats {
@@ -104,6 +123,7 @@ typedef struct zc_stats {
     uint64_t refused_tx, refused_rx;    /* FIN refused or busy sent / received */
     uint64_t pulled_msgs, pulled_bytes; /* REQs served as receiver, bytes pulled */
     uint64_t split_msgs, pushed_bytes;  /* receiver: split REQs; sender: bytes pushed */
+    uint64_t eager_zc;          /* eager sends whose payload went from user memory */
     uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];
 } zc_stats_t;
 
@@ -121,6 +141,12 @@ typedef struct zc_conn {
         int pushed_due, pushed_status;  /* PUSHED still to send */
         size_t part;            /* FIN refused after this many bytes pulled */
     } tx;
+    struct {
+        const void *addr;       /* the entry sent from user memory */
+        size_t len;
+        void *handle;
+        int state;              /* ZC_EAGER_* (zc.c) */
+    } eager;
     struct {
         uint64_t raddr, key;
         size_t len, posted, done, returned;
@@ -160,6 +186,9 @@ rdma_status_t zc_consume(zc_conn_t * z, size_t n);
 
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);
+
+/* The transport's write of the eager entry from user memory completed. */
+void zc_sent(zc_conn_t * z);
 
 /* 1 while a pull is in flight or a FIN is still to be sent. */
 int zc_busy(const zc_conn_t * z);

@@ -127,7 +127,8 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->chunk_size = ring->chunk_size;
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
-        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, &ch->xp[k] };
+        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent,
+        &ch->xp[k] };
     prm->device = cfg->device;
     prm->port = cfg->port;
     prm->gid_index = cfg->gid_index;
@@ -138,6 +139,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->rcache_max_entries = cfg->rcache_max_entries;
     prm->pinned_max_bytes = cfg->pinned_max_bytes;
     prm->reg_helper = cfg->reg_helper;
+    prm->eager_reg_uses = cfg->eager_reg_uses;
 }
 
 /* The links know their transport instance before the thread may look
@@ -209,6 +211,7 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
         c->zcopy_parts += l->zc.stats.zc_msgs;
         c->copy_parts += l->zc.stats.copy_msgs;
         c->copy_fallbacks += l->zc.stats.refused_rx;
+        c->eager_zcopy_sends += l->zc.stats.eager_zc;
     }
     for (k = 0; k < RDMA_XP_N; k++)
         if (ch->xp[k].xp && ch->xp[k].ops->counters)

@@ -82,6 +82,7 @@ typedef struct rdma_chan_counters {
     uint64_t ring_frames, ring_writes;  /* frames sent; transport writes of them */
     uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
     uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
+    uint64_t eager_zcopy_sends; /* eager sends whose payload went from user memory */
     rdma_xport_counters_t xp;
 } rdma_chan_counters_t;
 

@@ -131,6 +131,9 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_ring_frames", ring_frames, COUNTER, "Ring frames sent"),
     RDMA_PVAR("rdma_ring_writes", ring_writes, COUNTER,
               "Transport writes of ring frames (one RDMA write may carry several frames)"),
+    RDMA_PVAR("rdma_eager_zcopy_sends", eager_zcopy_sends, COUNTER,
+              "Eager sends whose payload went straight from a registered user buffer "
+              "(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES)"),
     RDMA_PVAR("rdma_helper_registrations", xp.helper_regs, COUNTER,
               "Registrations the helper thread made ahead of use (MPIR_CVAR_CH3_RDMA_REG_HELPER)"),
     RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,

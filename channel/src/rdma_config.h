@@ -27,6 +27,7 @@ typedef struct rdma_chan_config {
     size_t rcache_max_bytes, rcache_max_entries;
     size_t pinned_max_bytes;    /* 0: no cap */
     int reg_helper;
+    int eager_reg_uses;         /* -1: auto, 0: off */
     /* progress */
     int poll_spins;             /* -1: auto (rdma_poll_spins) */
     int verbose;

@@ -5,6 +5,7 @@
  * reads.  Every violation names the variable and its allowed range.
  */
 #include "mpidi_ch3_impl.h"
+#include "freq.h"
 
 /*
 === BEGIN_MPI_T_CVAR_INFO_BLOCK ===
@@ -330,6 +331,24 @@ cvars:
         predicted use (seed 004); a buffer's first use is always followed by
         its deregistration.  Needs the registration cache.
 
+    - name        : MPIR_CVAR_CH3_RDMA_EAGER_REG_USES
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Verbs: an eager message of at least 128 B whose buffer has been sent
+        from this many times is sent straight from it, registered, with one
+        gathered RDMA write (header from the staging area, payload from the
+        buffer): no copy on the sending side (seed 001), on an idle
+        connection.  -1: the paper's rule, 25% of n_min = Rm / (Cm - V) with
+        registration, copy and lookup costs measured at MPI_Init (never where
+        copying is cheaper than the lookups, nor on a software device such
+        as rxe, which copies anyway); 0: never; else 1..1000000.  Needs the
+        registration cache.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -471,6 +490,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES, -1, 1000000, "-1 (auto), 0 (never) or 1..1000000");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
         ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
     cfg->device = MPIR_CVAR_CH3_RDMA_DEVICE;
@@ -483,6 +503,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;
     cfg->pinned_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB << 20;
     cfg->reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
+    cfg->eager_reg_uses = MPIR_CVAR_CH3_RDMA_EAGER_REG_USES;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 
@@ -546,6 +567,7 @@ rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, si
     if (st != RDMA_OK)
         goto fn_fail;
     cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
+    cfg->link[RDMA_XP_VERBS].zc.eager_min = cfg->eager_reg_uses ? FREQ_MIN_LEN : 0;
     st = rdma_ring_check(cfg, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

@@ -30,6 +30,11 @@ void rdma_link_pulled(rdma_conn_t * c, size_t bytes)
     zc_pulled(&rdma_link_of(c)->zc, bytes);
 }
 
+void rdma_link_sent(rdma_conn_t * c)
+{
+    zc_sent(&rdma_link_of(c)->zc);
+}
+
 int rdma_link_busy(const rdma_link_t * l)
 {
     return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
@@ -49,20 +54,20 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     int n, k;
 
     if ((l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSED)
-        || l->pipe.stats.frames_tx + st->zc_msgs + st->copy_msgs + st->pulled_msgs == 0)
+        || l->pipe.stats.frames_tx + st->zc_msgs + st->copy_msgs + st->pulled_msgs
+        + st->eager_zc == 0)
         return 0;
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
-                 "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B); ring "
-                 "frames %llu (%llu B) in %llu writes, %llu credit writes, %llu rewinds to the "
-                 "hot window; by size 2^k "
-                 "zcopy/copy:",
+                 "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B), eager "
+                 "from user memory %llu; ring frames %llu (%llu B) in %llu writes, %llu credit "
+                 "writes, %llu rewinds to the hot window; by size 2^k zcopy/copy:",
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
                  (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
                  (unsigned long long) st->pulled_msgs, (unsigned long long) st->pulled_bytes,
                  (unsigned long long) st->refused_tx, (unsigned long long) st->refused_rx,
                  (unsigned long long) st->split_msgs, (unsigned long long) st->pushed_bytes,
-                 (unsigned long long) l->pipe.stats.frames_tx,
+                 (unsigned long long) st->eager_zc, (unsigned long long) l->pipe.stats.frames_tx,
                  (unsigned long long) l->pipe.stats.bytes_tx,
                  (unsigned long long) l->pipe.stats.writes_tx,
                  (unsigned long long) l->pipe.stats.credits_tx,

@@ -40,11 +40,13 @@ static inline rdma_link_t *rdma_link_of(rdma_conn_t * c)
 }
 
 /* Events (rdma_xport_events_t): bind the pipe and rendezvous of c to mem;
- * a completion-driven write of `frames` frames landed; pulls finished. */
+ * a completion-driven write of `frames` frames landed; pulls finished; an
+ * eager write from user memory completed. */
 rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
                              const rdma_conn_mem_t * mem);
 void rdma_link_landed(rdma_conn_t * c, unsigned frames);
 void rdma_link_pulled(rdma_conn_t * c, size_t bytes);
+void rdma_link_sent(rdma_conn_t * c);
 
 /* Put/get up to the iov total (zc.h: large entries by rendezvous);
  * RDMA_OK or an rdma_status_t.  The link must be READY. */

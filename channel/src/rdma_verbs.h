@@ -8,6 +8,7 @@
  *   rdma_verbs_conn.c   connection objects and the RC QP state machine
  *   rdma_verbs_data.c   data path: writes, completions, progress, waiting
  *   rdma_verbs_reg.c    registration caches and zero-copy RDMA reads
+ *   rdma_verbs_eager.c  eager sends from frequent user buffers (seed 001)
  *
  * Objects.  One device context and PD per process.  Two CQs: the data CQ
  * (every RC QP; its event channel wakes blocking waits, rdma_verbs_wait_arm)
@@ -70,6 +71,7 @@
 #include "rdma_xport.h"
 #include "rcache.h"
 #include "rhelper.h"
+#include "freq.h"
 #include "memev.h"
 
 #ifndef HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
@@ -95,11 +97,13 @@ enum {
     RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
     RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
     RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
-    RDMA_VERBS_DRAIN_S = 2      /* close(): all connections' last writes, at most */
+    RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at most */
+    RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1  /* write_user's gather list */
 };
 
-/* rdma_verbs_post_write flags */
-enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2 };
+/* rdma_verbs_post flags; a sig_fifo entry marked SIG_SENT reports ev.sent */
+enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS_POST_SENT = 4 };
+#define RDMA_VERBS_SIG_SENT (UINT32_C(1) << 31)
 
 /* Immediate data: kind in bits 0-1; a frame write carries its frame count
  * in bits 2-31 (a superpipeline group holds several frames). */
@@ -187,12 +191,15 @@ typedef struct rdma_verbs_conn {
     enum ibv_mtu mtu;           /* [adopt] min(ours, the peer's) */
     int completion, in_order_local, max_rd_atomic;      /* [adopt] */
     uint32_t max_inline;        /* [fixed] */
+    uint32_t max_send_sge;      /* [fixed] RDMA_VERBS_USER_SGE: eager sends
+                                 * gather (write_user); 1: they copy */
     uint32_t sq_depth, rq_depth;        /* [fixed] */
     int cq_share;               /* [cm] CQ entries reserved for this connection */
     double t_retx, t_deadline, backoff; /* [cm] */
     /* [main] from here on */
     uint32_t sq_free, unsig;
-    uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal */
+    uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal
+                                                 * (| RDMA_VERBS_SIG_SENT) */
     uint64_t last_credit;
     char why[RDMA_MSG_LEN];     /* [adopt] why it is DEAD */
     struct {
@@ -254,6 +261,11 @@ struct rdma_xport {
     rhelper_t rh;               /* its own rules (rhelper.h): notes from main,
                                  * the rest on the thread, rc_lock in its ops */
     int memev_on, said_reg, said_memev; /* [main] */
+    int eager_uses;             /* [fixed] register eager buffers after this
+                                 * many uses; -1: eager_cost decides; 0: never */
+    freq_cost_t eager_cost;     /* [fixed] measured at open (eager_uses -1) */
+    int eager_soft;             /* [fixed] a software device (rxe, siw) */
+    freq_t freq;                /* [main] eager buffers' uses */
     char memev_err[160];        /* [main] why registrations are not cached */
     const char *fork_mode;      /* [fixed] rdma_xport_verbs_fork_mode() */
 };
@@ -302,6 +314,8 @@ int rdma_verbs_rq_post(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_data.c */
+rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
+                                 uint64_t raddr, uint32_t rkey, int imm, int flags);
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,
                               uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
@@ -314,10 +328,19 @@ extern const rb_xport_ops_t rdma_verbs_pipe_ops;
 
 /* rdma_verbs_reg.c */
 rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
+                                rcache_region_t ** r, int *hit);
+void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r);
 void rdma_verbs_rc_close(rdma_xport_t * xp);
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c);
 extern const zc_ops_t rdma_verbs_zc_ops;
+
+/* rdma_verbs_eager.c (main) */
+void rdma_verbs_eager_open(rdma_xport_t * xp, const rcache_ops_t * ops);
+void rdma_verbs_eager_close(rdma_xport_t * xp);
+rdma_status_t rdma_verbs_hold(void *ctx, const void *addr, size_t len, void **handle);
+int rdma_verbs_eager_stats(const rdma_xport_t * xp, char *buf, size_t len);
 
 #endif /* RDMA_VERBS_H_INCLUDED */

@@ -72,7 +72,8 @@ static rdma_status_t rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
         ia.qp_type = IBV_QPT_RC;
         ia.cap.max_send_wr = vc->sq_depth;
         ia.cap.max_recv_wr = vc->rq_depth;
-        ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+        ia.cap.max_send_sge = xp->dev.max_sge >= RDMA_VERBS_USER_SGE ? RDMA_VERBS_USER_SGE : 1;
+        ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = req;
         vc->qp = ibv_create_qp(xp->pd, &ia);
         if (vc->qp || !req)
@@ -83,6 +84,7 @@ static rdma_status_t rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
         return RDMA_ERR_NOMEM;
     xp->inline_req = req;
     vc->max_inline = req ? ia.cap.max_inline_data : 0;
+    vc->max_send_sge = ia.cap.max_send_sge;
     return RDMA_OK;
 }
 

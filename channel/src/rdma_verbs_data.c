@@ -78,31 +78,36 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
     return RDMA_OK;
 }
 
-/* One RDMA write (with immediate imm if imm != 0) of a frame or a word, or
- * (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
- * for credit/head/keepalive words. */
-rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
-                              uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
+/* One RDMA write (with immediate imm if imm != 0) of a frame or a word
+ * gathered from sg[0..n) (no entry empty: some providers read 0 as 2 GiB),
+ * or (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
+ * for credit/head/keepalive words.  POST_SENT: signalled, and its
+ * completion reports ev.sent (sig_fifo marks it). */
+rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
+                                 uint64_t raddr, uint32_t rkey, int imm, int flags)
 {
     uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
-    struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
+    uint32_t len = 0;
     struct ibv_send_wr wr = {
-        .wr_id = vc->token, .sg_list = &sge, .num_sge = 1,
+        .wr_id = vc->token, .sg_list = sg, .num_sge = n,
         .opcode = imm < 0 ? IBV_WR_RDMA_READ : imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
             IBV_WR_RDMA_WRITE,
         .imm_data = htonl((uint32_t) (imm > 0 ? imm : 0)),
-        .send_flags = imm >= 0 && len <= vc->max_inline ? IBV_SEND_INLINE : 0,
         .wr.rdma = {.remote_addr = raddr, .rkey = rkey}
     }, *bad;
-    int rc;
+    int rc, i;
 
+    for (i = 0; i < n; i++)
+        len += sg[i].length;
+    wr.send_flags = imm >= 0 && len <= vc->max_inline ? IBV_SEND_INLINE : 0;
     if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
         return RDMA_ERR_PEER;
     vc->sq_free--;
     if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
-        || (flags & RDMA_VERBS_POST_SIGNAL)) {
+        || (flags & (RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_SENT))) {
         wr.send_flags |= IBV_SEND_SIGNALED;
-        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig;
+        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig
+            | (flags & RDMA_VERBS_POST_SENT ? RDMA_VERBS_SIG_SENT : 0);
         vc->unsig = 0;
     }
     rc = ibv_post_send(vc->qp, &wr, &bad);
@@ -110,6 +115,19 @@ rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t l
         rdma_verbs_conn_fail(vc, "connection to rank %d failed: ibv_post_send: %s", vc->c->peer,
                              strerror(rc));
     return rc ? -1 : 0;
+}
+
+rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,
+                              uint32_t len, uint64_t raddr, uint32_t rkey, int imm, int flags)
+{
+    struct ibv_sge sge = {.addr = laddr, .length = len, .lkey = lkey };
+
+    return rdma_verbs_post_sg(vc, &sge, 1, raddr, rkey, imm, flags);
+}
+
+static int rdma_verbs_frame_imm(const rdma_verbs_conn_t * vc, unsigned frames)
+{
+    return vc->completion ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0;
 }
 
 static rdma_status_t rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
@@ -120,9 +138,42 @@ static rdma_status_t rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, un
         return RDMA_ERR_PEER;
     return rdma_verbs_post(vc, (uintptr_t) vc->stage.buf + off, vc->stage.mr->lkey,
                                  (uint32_t) len, vc->remote.ring_addr + off,
-                                 vc->remote.ring_rkey,
-                                 vc->completion ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0,
+                                 vc->remote.ring_rkey, rdma_verbs_frame_imm(vc, frames),
                                  RDMA_VERBS_POST_LEAVE_RESERVE);
+}
+
+/* Frames whose user parts come from the held region (rdma_verbs_eager.c):
+ * gather entries alternate stage and user memory; empty stage pieces are
+ * left out (a payload ending on a word without a tail flag).  The caller
+ * keeps the user bytes until this write's completion says ev.sent. */
+static rdma_status_t rdma_verbs_pipe_write_user(void *ctx, size_t off, size_t len,
+                                                unsigned frames, const rb_user_t * u)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    const rcache_region_t *r = u->handle;
+    uintptr_t st = (uintptr_t) vc->stage.buf;
+    uint32_t lkey = vc->stage.mr->lkey, ukey = ((struct ibv_mr *) r->mr)->lkey;
+    struct ibv_sge sg[RDMA_VERBS_USER_SGE];
+    size_t at = off;
+    unsigned j;
+    int n = 0;
+
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return RDMA_ERR_PEER;
+    for (j = 0; j <= u->n; j++) {
+        size_t to = j < u->n ? u->seg[j].at : off + len;
+
+        if (to > at)
+            sg[n++] = (struct ibv_sge) { st + at, (uint32_t) (to - at), lkey };
+        if (j < u->n) {
+            sg[n++] = (struct ibv_sge) {
+            (uintptr_t) u->seg[j].addr, (uint32_t) u->seg[j].len, ukey};
+            at = to + u->seg[j].len;
+        }
+    }
+    return rdma_verbs_post_sg(vc, sg, n, vc->remote.ring_addr + off, vc->remote.ring_rkey,
+                              rdma_verbs_frame_imm(vc, frames),
+                              RDMA_VERBS_POST_LEAVE_RESERVE | RDMA_VERBS_POST_SENT);
 }
 
 /* Credit/head: 8 bytes into the peer's ctl block, from our registered word
@@ -160,7 +211,8 @@ static rdma_status_t rdma_verbs_pipe_head(void *ctx, uint64_t head)
 const rb_xport_ops_t rdma_verbs_pipe_ops = {
     .write = rdma_verbs_pipe_write,
     .credit = rdma_verbs_pipe_credit,
-    .head = rdma_verbs_pipe_head
+    .head = rdma_verbs_pipe_head,
+    .write_user = rdma_verbs_pipe_write_user
 };
 
 /* Rewrite the last credit (signalled, no immediate): idempotent, and its
@@ -237,9 +289,13 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         return;
     }
     if (!(wc->opcode & IBV_WC_RECV)) {
-        vc->sq_free += vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
+        uint32_t s = vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
+
+        vc->sq_free += s & ~RDMA_VERBS_SIG_SENT;
         if (wc->opcode == IBV_WC_RDMA_READ)
             rdma_verbs_read_done(vc);
+        if (s & RDMA_VERBS_SIG_SENT)
+            vc->xp->prm.ev.sent(vc->c);
         return;
     }
     rdma_verbs_wc_recv(vc, wc);

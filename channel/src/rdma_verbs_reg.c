@@ -125,6 +125,7 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     if (xp->pinned.max && cfg.max_bytes > xp->pinned.max)
         cfg.max_bytes = xp->pinned.max;
     pthread_mutex_init(&xp->rc_lock, NULL);
+    rcache_pinned_clock(&xp->pinned, rdma_thread_now);
     xp->memev_on = memev_open(xp->memev_err, sizeof(xp->memev_err)) == RDMA_OK;
     cfg.cache = xp->memev_on;
     xp->rh_on = xp->prm.reg_helper && cfg.cache;
@@ -133,8 +134,10 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
         return RDMA_ERR_NOMEM;
-    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RDMA_OK)
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RDMA_OK) {
+        rdma_verbs_eager_open(xp, &rdma_verbs_rc_ops);
         return RDMA_OK;
+    }
     rcache_destroy(xp->rc_src.rc);
     xp->rc_src.rc = NULL;
     return RDMA_ERR_NOMEM;
@@ -143,6 +146,7 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 /* Whatever rc_open created. */
 void rdma_verbs_rc_close(rdma_xport_t * xp)
 {
+    rdma_verbs_eager_close(xp);
     rcache_destroy(xp->rc_src.rc);
     rcache_destroy(xp->rc_dst.rc);
     xp->rc_src.rc = xp->rc_dst.rc = NULL;
@@ -155,8 +159,8 @@ void rdma_verbs_rc_close(rdma_xport_t * xp)
 /* A region of cache vr for [addr, addr+len).  RDMA_ERR_NOMEM: not now
  * (the cap, counted; memlock or NIC limits, said once); RDMA_ERR_REG: this
  * memory cannot be registered. */
-static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
-                                       rcache_region_t ** r, int *hit)
+rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
+                                rcache_region_t ** r, int *hit)
 {
     rdma_xport_t *xp = vr->xp;
     rdma_status_t st;
@@ -168,6 +172,8 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
     pthread_mutex_lock(&xp->rc_lock);
     st = rcache_get(vr->rc, addr, len, r, hit);
     e = st == RDMA_ERR_REG ? rcache_reg_errno(vr->rc) : ENOMEM;
+    if (st == RDMA_OK && xp->rh_on && rcache_region_users(*r) == 1)
+        (*r)->t_use = rdma_thread_now();        /* [main]: the helper's note */
     pthread_mutex_unlock(&xp->rc_lock);
     if (st == RDMA_OK || st == RDMA_ERR_REFUSED)
         return st ? RDMA_ERR_NOMEM : RDMA_OK;
@@ -185,18 +191,21 @@ static rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, s
 }
 
 /* Release r of cache k (0: send, 1: receive); after its last use, tell
- * the helper, waking the thread if the helper had nothing left to read. */
-static void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r)
+ * the helper when that use began (the next one is predicted from the
+ * starts: a release time would be late by the time the region was busy),
+ * waking the thread if the helper had nothing left to read. */
+void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r)
 {
     uintptr_t start = r->start;
     size_t len = r->end - r->start;
+    double t = r->t_use;
     int last;
 
     pthread_mutex_lock(&xp->rc_lock);
     last = rcache_put(k ? xp->rc_dst.rc : xp->rc_src.rc, r);
     pthread_mutex_unlock(&xp->rc_lock);
     if (last && xp->rh_on && len >= RH_MIN_BYTES
-        && rh_note(&xp->rh, rdma_thread_now(), k, start, len, rh_site(len)))
+        && rh_note(&xp->rh, t, k, start, len, rh_site(len)))
         rdma_verbs_fd_poke(xp->kick_fd);
 }
 
@@ -311,7 +320,7 @@ void rdma_verbs_read_done(rdma_verbs_conn_t * vc)
 
 /* No split copy: both halves would cross the same link. */
 const zc_ops_t rdma_verbs_zc_ops = {
-    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull, NULL
+    rdma_verbs_expose, rdma_verbs_unexpose, rdma_verbs_pull, NULL, rdma_verbs_hold
 };
 
 static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, char *buf,
@@ -385,10 +394,13 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
-        n += snprintf(buf + n, len - n, "; user memory pinned at most %zu KiB (%s)",
-                      (xp->pinned.peak + 1023) / 1024, cap);
+        n += snprintf(buf + n, len - n, "; user memory pinned at most %zu KiB, on average "
+                      "%.0f KiB (%s)", (xp->pinned.peak + 1023) / 1024,
+                      rcache_pinned_avg(&xp->pinned) / 1024, cap);
     if (xp->rh_on && n >= 0 && (size_t) n < len)
         n += rdma_verbs_rh_stats(&xp->rh, buf + n, len - n);
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_eager_stats(xp, buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; cm: %llu datagrams without our auth dropped, "
                       "%llu requests refused%s%s", (unsigned long long) xp->cm_dropped,

@@ -115,6 +115,7 @@ typedef struct rdma_xport_events {
     void (*ready) (void *arg, rdma_conn_t * c);         /* c is READY */
     void (*landed) (rdma_conn_t * c, unsigned frames);  /* completion-driven */
     void (*pulled) (rdma_conn_t * c, size_t bytes);     /* zc pulls, in order */
+    void (*sent) (rdma_conn_t * c);     /* the pipe's write_user completed */
     void *arg;
 } rdma_xport_events_t;
 
@@ -140,6 +141,9 @@ typedef struct rdma_xport_params {
     int reg_helper;             /* seed 004's registration helper runs in
                                  * the channel thread (rhelper.h) */
     int peers;                  /* peers this transport serves */
+    int eager_reg_uses;         /* seed 001: register eager buffers after
+                                 * this many uses; -1: by measured costs;
+                                 * 0: never */
 } rdma_xport_params_t;
 
 /* What a transport adds to the channel's MPI_T counters. */

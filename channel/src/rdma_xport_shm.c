@@ -161,7 +161,7 @@ static rdma_status_t rdma_shm_head(void *ctx, uint64_t head)
 }
 
 static const rb_xport_ops_t rdma_shm_pipe_ops = {
-    rdma_shm_write, rdma_shm_credit, rdma_shm_head
+    rdma_shm_write, rdma_shm_credit, rdma_shm_head, NULL      /* the stage is the ring */
 };
 
 /* ---- zero-copy: CMA ---- */
@@ -239,7 +239,7 @@ static rdma_status_t rdma_shm_push(void *ctx, const void *src, size_t len, uint6
 }
 
 static const zc_ops_t rdma_shm_zc_ops = {
-    rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull, rdma_shm_push
+    rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull, rdma_shm_push, NULL
 };
 
 /* kernel.yama.ptrace_scope, -1 without Yama.  Scope 1 (only ancestors

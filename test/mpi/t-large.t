@@ -69,12 +69,13 @@ expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or z
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
 n=$(grep -c '^pvar rdma_' <<< "$out")
-[[ $n -eq 10 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out"
-ok $? "MPI_T lists the 10 rdma_* pvars ($n), read-only and continuous"
+[[ $n -eq 11 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out"
+ok $? "MPI_T lists the 11 rdma_* pvars ($n), read-only and continuous"
 grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
     grep -q '^rank 1: rdma_zcopy_parts [1-9]' <<< "$out" && grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
-    grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out"
+    grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out" &&
+    grep -q '^rank 0: rdma_eager_zcopy_sends 0$' <<< "$out"
 r=$?
-ok $r "MPI_T reads: ring frames and writes, CMA zero-copy parts, nothing pinned on shm, values after finalize"
+ok $r "MPI_T reads: ring frames and writes, CMA zero-copy parts, nothing pinned and no eager send from user memory on shm, values after finalize"
 [ $r -eq 0 ] || echo "$out" | diag
 done_testing

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 19
+plan 21
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -81,6 +81,25 @@ sh=$(sed -n 's/.*rank 0 verbs: rcache on, send: hits \([0-9]*\) .*/\1/p' <<< "$o
 r=$?
 ok $r "verbs forced, PINNED_MAX_MB=32 + REG_HELPER, 64 x 4 MiB buffers x 4: pinned at most ${max:-?} B, ${zp:-?} zero-copy parts, ${hr:-?} helper registrations, ${hits:-?} hits (${sh:-?} on the send side), data intact"
 [ $r -eq 0 ] || echo "$out" | grep -E '^rank 0|verbs:|ch3:rdma' | diag
+# Seed 001 (issue 18): 2,000 ping-pongs of 8 KiB from one buffer across
+# the two nodes, registered after 8 uses: eager sends gathered from user
+# memory on both sides, every round's bytes checked
+out=$(env MPIR_CVAR_CH3_RDMA_EAGER_REG_USES=8 MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 600 \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_pvars" 10 8192 2000 2>&1)
+r=$?
+e0=$(pv 0 eager_zcopy_sends) e1=$(pv 1 eager_zcopy_sends)
+[[ $r -eq 0 && ${e0:-0} -ge 1900 && ${e1:-0} -ge 1900 ]]
+r=$?
+ok $r "2 nodes, EAGER_REG_USES=8, 2000 x 8 KiB ping-pongs from one buffer: ${e0:-?} / ${e1:-?} eager sends from user memory, data intact"
+[ $r -eq 0 ] || echo "$out" | grep -E '^rank|verbs:|ch3:rdma' | diag
+out=$(env $V MPIR_CVAR_CH3_RDMA_EAGER_REG_USES=1 MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 300 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 20 --max 65536 2>&1)
+r=$?
+eg=$(sed -n 's/.*rank 0 -> 1: .*eager from user memory \([0-9]*\);.*/\1/p' <<< "$out")
+[[ $r -eq 0 && ${eg:-0} -gt 0 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
+r=$?
+ok $r "verbs forced, EAGER_REG_USES=1, randomized stress, 20 s: ${eg:-?} eager sends from user memory, 0 mismatches"
+[ $r -eq 0 ] || echo "$out" | grep -E '^(not )?ok|rank 0 -> 1|ch3:rdma\] rank' | diag
 expect_output 1 'MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=1 leaves nothing for user buffers: the rings and staging areas of 1 verbs peer alone pin [0-9]+ KiB' \
     "verbs forced, PINNED_MAX_MB below the rings: MPI_Init fails naming both values" -- \
     env $V MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=1 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 4096

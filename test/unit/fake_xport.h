@@ -113,7 +113,7 @@ static rdma_status_t fake_head(void *ctx, uint64_t head)
     return 0;
 }
 
-static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head };
+static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head, NULL };
 
 static rdma_status_t fake_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
                                  void **handle, int *hit)
@@ -156,7 +156,7 @@ static rdma_status_t fake_pull(void *ctx, const struct iovec *dst, int n, uint64
     return RDMA_OK;
 }
 
-static const zc_ops_t fake_zc_ops = { fake_expose, fake_unexpose, fake_pull, NULL };
+static const zc_ops_t fake_zc_ops = { fake_expose, fake_unexpose, fake_pull, NULL, NULL };
 
 static rdma_status_t fake_open_in(int fabric, const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                                   char *card, size_t cardlen, char *err, size_t errlen)

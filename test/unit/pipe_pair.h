@@ -6,7 +6,9 @@
  * copies stage[off, off+len) into the peer's ring at once, or (defer)
  * queues it to land later byte by byte in address order, like an RDMA
  * write; ops->credit and ops->head store into the peer's tail and head
- * words; max_end records how far into the ring writes reached.  Plus deterministic data: rnd(), rnd_in(), pat().
+ * words; max_end records how far into the ring writes reached.
+ * ops->write_user lands like write, its user part from the user's memory
+ * (which must stay unchanged until it landed).  Plus deterministic data: rnd(), rnd_in(), pat().
  */
 #ifndef PIPE_PAIR_H_INCLUDED
 #define PIPE_PAIR_H_INCLUDED
@@ -28,11 +30,12 @@ struct side {
     struct {
         size_t off, len;
         unsigned frames;
+        rb_user_t u;            /* write_user: the user parts (u.n 0: none) */
     } q[QMAX];                  /* deferred writes, q[qh..qt) */
     size_t wlen[QMAX];          /* length of write k, at k % QMAX */
     unsigned qh, qt;
     size_t qdone;               /* bytes of q[qh] landed */
-    unsigned long writes, wframes, credits, heads, landed;
+    unsigned long writes, wframes, credits, heads, landed, user_writes;
     size_t max_end;             /* highest ring byte written + 1 */
 };
 
@@ -42,6 +45,7 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     side_t *s = ctx;
 
+    s->q[s->qt % QMAX].u.n = 0;
     s->wlen[s->writes++ % QMAX] = len;
     s->wframes += frames;
     if (off + len > s->max_end)
@@ -76,17 +80,48 @@ static inline int t_head(void *ctx, uint64_t head)
     return 0;
 }
 
-static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head };
+static inline int t_write_user(void *ctx, size_t off, size_t len, unsigned frames,
+                               const rb_user_t * u)
+{
+    side_t *s = ctx;
+    unsigned j;
+    int rc;
+
+    s->user_writes++;
+    for (j = 0; j < u->n; j++)
+        if (u->seg[j].at < off || u->seg[j].at + u->seg[j].len > off + len)
+            return -1;
+    rc = t_write(ctx, off, len, frames);
+    for (j = 0; !rc && !s->defer && j < u->n; j++)
+        memcpy(s->peer->ring + u->seg[j].at, u->seg[j].addr, u->seg[j].len);
+    if (!rc && s->defer)
+        s->q[(s->qt - 1) % QMAX].u = *u;
+    return rc;
+}
+
+/* The byte a deferred write puts at ring offset at. */
+static inline uint8_t t_src_byte(const side_t * s, const rb_user_t * u, size_t at)
+{
+    unsigned j;
+
+    for (j = 0; j < u->n; j++)
+        if (at - u->seg[j].at < u->seg[j].len)
+            return ((const uint8_t *) u->seg[j].addr)[at - u->seg[j].at];
+    return s->stage[at];
+}
+
+static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head, t_write_user };
 
 /* Land one deferred byte; 0 when nothing is pending. */
 static inline int t_land_byte(side_t * s)
 {
     size_t at;
+    const rb_user_t *u = &s->q[s->qh % QMAX].u;
 
     if (s->qh == s->qt)
         return 0;
     at = s->q[s->qh % QMAX].off + s->qdone;
-    s->peer->ring[at] = s->stage[at];
+    s->peer->ring[at] = t_src_byte(s, u, at);
     if (++s->qdone == s->q[s->qh % QMAX].len) {
         s->qdone = 0;
         s->landed += s->q[s->qh++ % QMAX].frames;

@@ -57,7 +57,7 @@ static rdma_chan_config_t t_config(rdma_transport_choice_t t)
         /* slots differ per transport, as with RING_CHUNK auto */
         cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = k ? 256 : 64,
             .max_frame = 4096, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-        cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
+        cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0, 0 };
     }
     return cfg;
 }

@@ -54,7 +54,7 @@ static int node_open(int rank)
     memset(nd, 0, sizeof(*nd));
     nd->cfg.ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256, .max_frame = 4096,
         .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-    nd->cfg.zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0 };
+    nd->cfg.zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0, 0 };
     nd->link[0].xc.peer = 0;
     nd->link[1].xc.peer = 1;
     nd->link[0].xc.ops = nd->link[1].xc.ops = &fake_xport;
@@ -64,7 +64,7 @@ static int node_open(int rank)
     prm.ring_size = RING;
     prm.chunk_size = 256;
     prm.ev = (rdma_xport_events_t) { t_conn_of, t_card_of, t_bind, t_ready, rdma_link_landed,
-        rdma_link_pulled, nd };
+        rdma_link_pulled, rdma_link_sent, nd };
     return fake_xport.open(&prm, &nd->xp, card, sizeof(card), err, sizeof(err));
 }
 

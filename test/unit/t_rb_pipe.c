@@ -166,7 +166,7 @@ static void t_config(void)
 static void t_init(void)
 {
     rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_BASIC);
-    rb_xport_ops_t nocredit = { t_write, NULL, t_head };
+    rb_xport_ops_t nocredit = { t_write, NULL, t_head, NULL };
     rb_pipe_t p;
     uint64_t w = 0;
 
@@ -467,7 +467,18 @@ static void plant(uint8_t * m, size_t base, size_t len, size_t at, uint64_t v)
  * 1..3 bytes points its tail, that torn flag (even frames).  Frames land
  * byte by byte; B must never accept one early.  Crosses the seq wrap with a
  * frame long enough for a torn flag to misread its len. */
-static void t_alias(void)
+static size_t put_user1(side_t * s, const void *buf, size_t len)
+{
+    size_t h = len / 4, nb = 0;
+    struct iovec v[2] = { {(void *) buf, h}, {(char *) buf + h, len - h} };
+
+    return rb_pipe_put_user(&s->p, v, 2, (void *) buf, &nb) == RDMA_OK ? nb : 0;
+}
+
+/* user: every other frame's payload (but its first quarter) is gathered
+ * from the caller's buffer (rb_pipe_put_user), not copied: the stage must
+ * still mirror the ring, or a tail flag is chosen against stale bytes. */
+static void t_alias(int user)
 {
     enum { N = 600, R = 1024, AHEAD = 40 };
     rb_config_t c = t_cfg(R, 64, 256, 64, RB_MODE_PIGGYBACK);
@@ -509,13 +520,117 @@ static void t_alias(void)
                         plant(m, pos[i] + 16, len[i], pos[j] + 16 + pad8(t >> 2 & RB_LEN_MAX), t);
                 }
         }
-        good = put1(&A, m, len[i]) == len[i] && A.p.stats.frames_tx == (uint64_t) i + 1;
+        good = (user && (i & 1) ? put_user1(&A, m, len[i]) : put1(&A, m, len[i])) == len[i]
+            && A.p.stats.frames_tx == (uint64_t) i + 1;
         early += land_all();
         good = good && get1(&B, r, sizeof(r)) == len[i] && !memcmp(m, r, len[i]);
     }
-    ok(good && i == N, "aliasing payloads: %d frames delivered intact", i);
-    is_int(early, 0, "aliasing payloads: no frame accepted early");
+    ok(good && i == N, "aliasing payloads%s: %d frames delivered intact", user ? ", gathered" : "",
+       i);
+    is_int(early, 0, "aliasing payloads%s: no frame accepted early", user ? ", gathered" : "");
     ok(A.p.tx.seq < 0xfffffff0u && A.p.tx.seq == B.p.rx.seq, "seq wrapped (skipping 0)");
+    if (user)
+        is_int((int) A.user_writes, N / 2, "gathered: every other frame went by write_user");
+}
+
+/* put_user: all or nothing, the same bytes as putv, in every mode; up to
+ * RB_USER_SEGS frames in one write; the ring end is padded, not split. */
+static void t_user_mode(rb_mode_t mode, int completion, const char *name)
+{
+    rb_config_t c = t_cfg(16384, 64, 1024, 1024, mode);
+    uint8_t m[4200], r[4200];
+    struct iovec v[2] = { {m, 40}, {m + 40, 0} };
+    size_t nb, len, got, j;
+    unsigned long sent = 0;
+    int i, good = 1, rc;
+
+    c.completion_driven = completion;
+    pair_init(&c);
+    for (i = 0; i < 200 && good; i++) {
+        len = rnd_in(41, sizeof(m));
+        A.defer = i & 1;
+        for (j = 0; j < len; j++)
+            m[j] = (uint8_t) rnd();
+        v[1].iov_len = len - 40;
+        rc = rb_pipe_put_user(&A.p, v, 2, m, &nb);
+        if (len > rb_pipe_user_max(&A.p)) {
+            good = rc == RDMA_ERR_INVAL && nb == 0;
+            continue;
+        }
+        while (t_land_byte(&A))
+            ;
+        if (completion)
+            rb_pipe_landed(&B.p, (unsigned) (A.wframes - B.p.rx.landed));
+        got = get1(&B, r, sizeof(r));
+        good = rc == RDMA_OK && nb == len && got == len && !memcmp(m, r, len);
+        sent++;
+    }
+    ok(good, "put_user, %s: 200 messages of 41..4200 bytes intact, or refused whole above %zu",
+       name, rb_pipe_user_max(&A.p));
+    ok(sent > 100 && A.user_writes == sent && A.p.stats.frames_tx > sent + sent / 2,
+       "put_user, %s: one write_user per message (%lu, %lu), %llu frames", name, A.user_writes,
+       sent, (unsigned long long) A.p.stats.frames_tx);
+}
+
+/* Gathered messages of up to 4 frames, landing byte by byte, in flag-poll
+ * mode: every frame B shows holds its final bytes (a frame may be read
+ * while the rest of its write lands), every byte arrives. */
+static void t_user_deferred(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 256, 256, RB_MODE_PIGGYBACK);
+    uint8_t m[1000], r[1000];
+    size_t len, got, nb, j;
+    int i, early = 0, inside = 0, good = 1;
+
+    pair_init(&c);
+    A.defer = 1;
+    for (i = 0; i < 300 && good; i++) {
+        struct iovec v[2] = { {m, 24}, {m + 24, 0} };
+
+        len = rnd_in(100, 900);
+        v[1].iov_len = len - 24;
+        for (j = 0; j < len; j++)
+            m[j] = (uint8_t) rnd();
+        good = rb_pipe_put_user(&A.p, v, 2, m, &nb) == RDMA_OK && nb == len;
+        for (got = 0; t_land_byte(&A);) {
+            int ty;
+            const void *fv;
+            size_t off = B.p.rx.tail % c.ring_size;
+
+            if (rb_pipe_peek(&B.p, &ty, &fv, &nb) != 1)
+                continue;
+            early += memcmp(B.ring + off, A.stage + off, 24 + pad8(nb)) != 0;
+            inside += A.qh != A.qt && A.qdone > 0;
+            got += get1(&B, r + got, len - got);
+        }
+        good = good && got == len && !memcmp(m, r, len);
+    }
+    ok(good, "gathered, byte-wise landing: 300 messages of 100..900 B (1-4 frames) intact");
+    is_int(early, 0, "gathered, byte-wise landing: no frame accepted before its last byte");
+    ok(inside > 0, "gathered: %d frames read while their write was still landing", inside);
+}
+
+static void t_user(void)
+{
+    rb_config_t c = t_cfg(1024, 64, 512, 512, RB_MODE_PIGGYBACK);
+    uint8_t m[400];
+    struct iovec v[2] = { {m, 8}, {m + 8, 392} };
+    size_t nb = 1;
+
+    t_user_mode(RB_MODE_PIGGYBACK, 0, "flags");
+    t_user_mode(RB_MODE_PIGGYBACK, 1, "completion-driven");
+    t_user_mode(RB_MODE_BASIC, 1, "basic");
+    t_user_deferred();
+    pair_init(&c);
+    memset(m, 7, sizeof(m));
+    ok(put_user1(&A, m, 400) == 400 && put_user1(&A, m, 400) == 400,
+       "put_user: two 400-byte frames fit a 1024-byte ring");
+    is_int(rb_pipe_put_user(&A.p, v, 2, m, &nb), RDMA_OK, "put_user on a full ring: no error");
+    is_size(nb, 0, "put_user on a full ring: nothing sent");
+    c.flag_publishes = 1;
+    pair_init(&c);
+    is_int(rb_pipe_put_user(&A.p, v, 2, m, &nb), RDMA_ERR_INVAL,
+           "put_user: refused where the stage is the peer's ring");
 }
 
 static void t_completion(void)
@@ -862,7 +977,9 @@ int main(void)
     t_publish();
     t_both_full();
     t_deferred();
-    t_alias();
+    t_alias(0);
+    t_alias(1);
+    t_user();
     t_completion();
     t_ctrl();
     t_proto();

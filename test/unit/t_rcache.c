@@ -612,7 +612,7 @@ static void rnd_get(rcache_t * rc, rcache_region_t ** held, int *nheld, rnd_coun
  * backend's 48, and the cap must hold after every call. */
 static void t_random(int cache, int cap)
 {
-    rcache_pinned_t acct = { 0, 0, 40 * PG, NULL };
+    rcache_pinned_t acct = {.max = 40 * PG };
     rcache_t *rc = (ACCT = cap ? &acct : NULL, mk(48, 16 * PG, 6, cache, &ops_drain));
     rcache_region_t *held[24];
     rnd_counts_t bad = { 0 };
@@ -667,11 +667,19 @@ static void t_random(int cache, int cap)
     ACCT = NULL;
 }
 
+static double T_NOW;            /* the fake clock of the pinned average */
+
+static double t_clock(void)
+{
+    return T_NOW;
+}
+
 /* Two caches sharing one pinned account: it sums their registered bytes
- * and keeps the peak while evictions and invalidations lower them. */
+ * and keeps the peak while evictions and invalidations lower them; its
+ * time average follows a fake clock. */
 static void t_pinned(void)
 {
-    rcache_pinned_t acct = { 0, 0, 0, NULL };
+    rcache_pinned_t acct = {.max = 0 };
     rcache_config_t cfg = { SIZE_MAX, SIZE_MAX, 1, &acct };
     rcache_t *a = NULL, *b = NULL;
     rcache_region_t *ra, *rb;
@@ -681,8 +689,14 @@ static void t_pinned(void)
     F.limit = 100 * PG;
     if (rcache_create(&cfg, &ops_plain, &F, &a) || rcache_create(&cfg, &ops_plain, &F, &b))
         diag("rcache_create failed");
-    ra = get(a, 0, 4, NULL);
+    T_NOW = 100;
+    rcache_pinned_clock(&acct, t_clock);
+    ra = get(a, 0, 4, NULL);    /* 4 pages for 1 s, then 6 for 3 s: 22/4 */
+    T_NOW = 101;
     rb = get(b, 10, 2, NULL);
+    T_NOW = 104;
+    ok(rcache_pinned_avg(&acct) == 5.5 * PG, "pinned: time average 5.5 pages (%g)",
+       rcache_pinned_avg(&acct) / PG);
     ok(acct.now == 6 * PG && acct.peak == 6 * PG, "pinned: two caches add up (%zu pages)",
        acct.now / PG);
     rcache_put(a, ra);
@@ -706,7 +720,7 @@ static void cap_mk(rcache_pinned_t * acct, size_t max, rcache_t ** a, rcache_t *
     fake_free();
     memset(&F, 0, sizeof(F));
     F.limit = 100 * PG;
-    *acct = (rcache_pinned_t) { 0, 0, max * PG, NULL };
+    *acct = (rcache_pinned_t) {.max = max * PG };
     if (rcache_create(&cfg, &ops_plain, &F, a) || rcache_create(&cfg, &ops_plain, &F, b))
         diag("rcache_create failed");
 }

@@ -24,6 +24,11 @@ typedef struct fake {
     size_t pull_max;            /* bytes per pull call (0: all) */
     int short_rand;             /* each pull moves 1..pull_max bytes at random,
                                  * like a capped process_vm_readv */
+    int hold;                   /* hold: the buffer is frequent (eager from user memory) */
+    unsigned holds;             /* hold calls */
+    int sent_auto;              /* xfer_step reports the user write complete
+                                 * and the receiver's credit (a reply would
+                                 * carry it), so the pipe is idle again */
     struct fake *peer;          /* sync pulls let the peer run meanwhile (the
                                  * other core pushes while we copy) */
     struct {
@@ -112,7 +117,20 @@ static int f_push(void *ctx, const void *src, size_t len, uint64_t raddr)
     return 0;
 }
 
-static const zc_ops_t f_ops = { f_expose, f_unexpose, f_pull, f_push };
+static int f_hold(void *ctx, const void *addr, size_t len, void **handle)
+{
+    fake_t *f = ctx;
+
+    (void) len;
+    f->holds++;
+    if (!f->hold)
+        return -1;
+    f->exposed++;
+    *handle = (void *) addr;
+    return 0;
+}
+
+static const zc_ops_t f_ops = { f_expose, f_unexpose, f_pull, f_push, f_hold };
 
 /* Complete the oldest queued pull, like a read completion. */
 static int f_complete(fake_t * f)
@@ -125,11 +143,12 @@ static int f_complete(fake_t * f)
 }
 
 static size_t split_min;       /* zc_config_t.split_min for setup() */
+static size_t eager_min;       /* zc_config_t.eager_min for setup() */
 
 static int setup(size_t ring, size_t threshold, zc_mode_t mode)
 {
     rb_config_t rc = t_cfg(ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK);
-    zc_config_t zc = { threshold, mode, split_min };
+    zc_config_t zc = { threshold, mode, split_min, eager_min };
 
     if (pair_init(&rc))
         return -1;
@@ -207,6 +226,10 @@ static int xfer_step(xfer_t * x, fake_t * ft, fake_t * fr)
     x->rcvd += nb;
     moved |= nb > 0;
     moved |= f_complete(fr);
+    if (ft->sent_auto) {
+        zc_sent(&ft->z);
+        rb_pipe_flush_credit(fr->z.pipe);
+    }
     return moved;
 }
 
@@ -283,6 +306,61 @@ static void test_hold(void)
     zc_putv(&FA.z, &tv, 1, &nb);
     ok(nr == sizeof(dst) && nb == sizeof(src) && !bad_bytes(dst, sizeof(dst), 3, 0),
        "after completion: receiver has every byte, sender's entry accepted");
+}
+
+/* Seed 001: a frequent buffer's entry goes from user memory in one frame
+ * with its header; it is accepted only once the write completed. */
+static void test_eager(void)
+{
+    static uint8_t hdr[16], body[3000], out[3016];
+    struct iovec tv[2] = { {hdr, 16}, {body, 1000} }, rv = { out, 1016 };
+    size_t nb = 1, nr = 0, len;
+    int good = 1;
+
+    eager_min = 128;
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FA.hold = 1;
+    fill(hdr, 16, 4, 0);
+    fill(body, 1000, 4, 16);
+    is_int(zc_putv(&FA.z, tv, 2, &nb), RDMA_OK, "eager from user memory: put ok");
+    ok(nb == 16 && A.user_writes == 1 && FA.holds == 1,
+       "eager: one gathered write; only the header accepted (%zu)", nb);
+    zc_getv(&FB.z, &rv, 1, &nr);
+    ok(nr == 1016 && !bad_bytes(out, 1016, 4, 0), "eager: the receiver has all 1016 bytes");
+    zc_putv(&FA.z, tv + 1, 1, &nb);
+    ok(nb == 0 && zc_busy(&FA.z) && FA.unexposed == 0,
+       "eager: the entry is not accepted before the write completed");
+    is_int(zc_putv(&FA.z, tv, 2, &nb), RDMA_ERR_PROTO, "eager: another iov meanwhile is a bug");
+    zc_sent(&FA.z);
+    zc_putv(&FA.z, tv + 1, 1, &nb);
+    ok(nb == 1000 && FA.unexposed == 1 && FA.z.stats.eager_zc == 1 && !zc_busy(&FA.z),
+       "eager: accepted and released after completion, counted");
+
+    zc_putv(&FA.z, tv, 2, &nb);
+    ok(nb == 1016 && A.user_writes == 1 && FA.holds == 1,
+       "eager: frames not yet credited (a stream): copied, nobody asked");
+    zc_getv(&FB.z, &rv, 1, &nr);
+    rb_pipe_flush_credit(&B.p);
+    FA.hold = 0;
+    zc_putv(&FA.z, tv, 2, &nb);
+    ok(nb == 1016 && A.user_writes == 1 && FA.holds == 2,
+       "eager: idle pipe, a buffer that is not frequent is copied");
+    zc_getv(&FB.z, &rv, 1, &nr);
+    rb_pipe_flush_credit(&B.p);
+    tv[1].iov_len = 127;
+    zc_putv(&FA.z, tv, 2, &nb);
+    ok(nb == 143 && FA.holds == 2, "eager: below eager_min nobody is asked");
+    zc_getv(&FB.z, &rv, 1, &nr);
+    rb_pipe_flush_credit(&B.p);
+
+    /* every size from 128 to 3000 B (frame max 4072 here), data intact */
+    FA.hold = FA.sent_auto = 1;
+    for (len = 128; len <= 3000 && good; len += 97)
+        good = xfer_run(&FA, &FB, len, NULL);
+    ok(good && FA.z.stats.eager_zc == 1 + 30 && FA.exposed == FA.unexposed,
+       "eager: 30 sizes of 128..3000 B intact, each from user memory (%llu)",
+       (unsigned long long) FA.z.stats.eager_zc);
+    eager_min = 0;
 }
 
 static void test_refused(void)
@@ -578,6 +656,7 @@ int main(void)
     test_basic();
     test_async();
     test_hold();
+    test_eager();
     test_refused();
     test_refused_late();
     test_busy();

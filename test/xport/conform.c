@@ -125,7 +125,7 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->chunk_size = 256;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
-        rdma_link_landed, rdma_link_pulled, nd };
+        rdma_link_landed, rdma_link_pulled, rdma_link_sent, nd };
     prm->device = conform_t->device;
     prm->gid_index = -1;
     prm->inline_size = sc->inline_size;

@@ -1,0 +1,87 @@
+/*
+ * rb_impl.h: what the two halves of the pipe share (rb_pipe.c: set-up and
+ * send side; rb_rx.c: receive side).  Internal to ringbuf/.
+ */
+#ifndef RB_IMPL_H_INCLUDED
+#define RB_IMPL_H_INCLUDED
+
+#include <string.h>
+#include "rb_pipe.h"
+
+#define RB_HDR 16                                      /* flag + info */
+
+/* Position in an iovec; zero-length entries are stepped over. */
+typedef struct rb_cursor {
+    const struct iovec *iov;
+    size_t off;
+} rb_cursor_t;
+
+static inline size_t rb_pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+static inline size_t rb_ring_off(const rb_pipe_t * p, uint64_t pos)
+{
+    return pos & (p->cfg.ring_size - 1);
+}
+
+/* Ring bytes covered by a frame at ring offset off: whole chunks, or up to
+ * the ring end for a PAD frame.  Sender and receiver both use this. */
+static inline uint64_t rb_frame_span(const rb_pipe_t * p, size_t off, int type, size_t len)
+{
+    size_t c = p->cfg.chunk_size;
+
+    if (type == RB_FRAME_PAD)
+        return p->cfg.ring_size - off;
+    return (p->ovh + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
+}
+
+/* seq skips 0: a flag word that landed only in part (unwritten bytes still
+ * 0) can then never carry the expected seq (see rb_rx_parse). */
+static inline uint32_t rb_seq_next(uint32_t seq)
+{
+    return seq + 1 ? seq + 1 : 1;
+}
+
+static inline size_t rb_iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    while (n-- > 0)
+        t += iov[n].iov_len;
+    return t;
+}
+
+/* Move len bytes between buf and the iov at c (to_buf: iov -> buf).  The
+ * caller guarantees that the iov holds len more bytes. */
+static inline void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_buf)
+{
+    while (len) {
+        size_t k = c->iov->iov_len - c->off;
+        uint8_t *u = (uint8_t *) c->iov->iov_base + c->off;
+
+        if (!k) {
+            c->iov++;
+            c->off = 0;
+            continue;
+        }
+        if (k > len)
+            k = len;
+        if (to_buf)
+            memcpy(buf, u, k);
+        else
+            memcpy(u, buf, k);
+        buf += k;
+        len -= k;
+        c->off += k;
+    }
+}
+
+/* t is a peer tail ahead of the replica and not beyond what was sent. */
+static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
+{
+    return (int64_t) (t - p->tx.tail) > 0 && (int64_t) (p->tx.head - t) >= 0;
+}
+
+#endif /* RB_IMPL_H_INCLUDED */

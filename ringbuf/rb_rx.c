@@ -1,0 +1,212 @@
+/*
+ * rb_rx.c: one connection's ring-buffer pipes, receive side (rb_pipe.h;
+ * the send side is rb_pipe.c).  Memory ordering: rb_rx_parse (acquire of
+ * the flags, then a barrier), rb_rx_release (relaxed clears, ordered by
+ * the credit's release).
+ */
+#include "rb_impl.h"
+
+/* Acquire barrier between "frame complete" and the payload reads.  A NIC
+ * may have written the ring, so use rdma-core's udma_from_device_barrier
+ * where the C11 fence is not enough for device writes. */
+#if defined(__x86_64__)
+#define RB_RX_BARRIER() __asm__ volatile("lfence" ::: "memory")
+#elif defined(__aarch64__)
+#define RB_RX_BARRIER() __asm__ volatile("dmb oshld" ::: "memory")
+#else
+#define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#endif
+
+static int rb_rx_credit(rb_pipe_t * p)
+{
+    if (p->ops->credit(p->ctx, p->rx.tail))
+        return RDMA_ERR_XPORT;
+    p->rx.tail_sent = p->rx.tail;
+    p->stats.credits_tx++;
+    return RDMA_OK;
+}
+
+/* A small frame's other cache lines, fetched at once rather than one
+ * miss after another as the copy reaches them (larger frames stream). */
+static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
+{
+    size_t c;
+
+    for (c = 64; c < RB_HDR + len && c < 1024; c += 64)
+        __builtin_prefetch((const void *) (fr + c));
+}
+
+/* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
+static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
+{
+    size_t off = rb_ring_off(p, p->rx.tail);
+    volatile uint8_t *fr = p->rx.ring + off;
+    int known = 0;              /* the transport says the frame is there */
+    uint64_t flag, info;
+    size_t len;
+
+    if (p->cfg.completion_driven) {
+        if (p->rx.landed == p->rx.consumed)
+            return 0;
+        known = 1;
+    }
+    if (p->cfg.mode == RB_MODE_BASIC) {
+        if ((int64_t) (__atomic_load_n(p->rx.head_word, __ATOMIC_ACQUIRE) - p->rx.tail) <= 0)
+            return 0;
+        known = 1;
+    }
+    flag = __atomic_load_n((volatile uint64_t *) fr, __ATOMIC_ACQUIRE);
+    /* Flag polling: 0 is "nothing yet"; another seq is a flag still landing
+     * byte-wise (its unwritten seq bytes are 0, and seq is never 0) -- or a
+     * corrupt ring, which this cannot tell from a slow write. */
+    if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
+        return known ? RDMA_ERR_PROTO : 0;
+    len = flag >> 2 & RB_LEN_MAX;
+    /* rx.off > len: the peer rewrote a frame we had partly read (callers
+     * compute len - rx.off) */
+    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->cfg.max_frame
+        || off + p->ovh + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
+        return RDMA_ERR_PROTO;
+    if (p->tail_flag
+        && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
+        != flag)
+        return known ? RDMA_ERR_PROTO : 0;
+    /* complete: no payload or info read may move before the flag reads (a
+     * ring the CPU writes, flag_publishes, needs only the acquire above; a
+     * landed completion made the write visible before it was reported) */
+    if (p->tail_flag)
+        RB_RX_BARRIER();
+    if (!p->rx.off)
+        rb_rx_prefetch(fr, len);
+    info = ((volatile uint64_t *) fr)[1];
+    f->type = (int) (info >> 56);
+    if (f->type == RB_FRAME_PAD && len)
+        return RDMA_ERR_PROTO;
+    if (p->cfg.mode == RB_MODE_PIGGYBACK) {
+        /* 56-bit credit: rebuild the full tail, which lies within a ring of
+         * tx.head */
+        uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
+
+        if (rb_tail_newer(p, t))
+            p->tx.tail = t;
+    }
+    f->payload = (uint8_t *) (fr + RB_HDR);
+    f->len = len;
+    f->span = rb_frame_span(p, off, f->type, len);
+    return 1;
+}
+
+/* Release the frame at rx.tail: clear the chunk-start words its bytes cover
+ * (so they read as "no frame" when reused; the rest of a PAD frame's span
+ * was never written), advance, and return credit when due. */
+static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
+{
+    volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
+    uint64_t c, wrote = p->ovh + rb_pad8(f->len);
+
+    /* relaxed: the credit's release store (ops->credit, or the head flag
+     * of the next frame that piggybacks it) orders these before reuse */
+    for (c = 0; c < wrote; c += p->cfg.chunk_size)
+        __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
+    p->rx.tail += f->span;
+    p->rx.seen.span = 0;
+    p->rx.off = 0;
+    p->rx.seq = rb_seq_next(p->rx.seq);
+    p->rx.consumed++;
+    p->stats.frames_rx++;
+    if (p->cfg.mode == RB_MODE_BASIC
+        || p->rx.tail - p->rx.tail_sent >= p->cfg.credit_threshold)
+        return rb_rx_credit(p);
+    return RDMA_OK;
+}
+
+/* rb_rx_parse, with PAD frames released on the way: never shown. */
+static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
+{
+    int rc;
+
+    while ((rc = rb_rx_parse(p, f)) == 1 && f->type == RB_FRAME_PAD) {
+        rc = rb_rx_release(p, f);
+        if (rc)
+            return rc;
+    }
+    return rc;
+}
+
+static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
+{
+    p->rx.off += n;
+    p->stats.bytes_rx += n;
+    return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
+}
+
+rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+{
+    rb_cursor_t cur = { iov, 0 };
+    rb_frame_t f;
+    size_t total, done = 0;
+    int rc = RDMA_OK;
+
+    if (!p || !nbytes || n < 0 || (n && !iov))
+        return RDMA_ERR_INVAL;
+    total = rb_iov_total(iov, n);
+    while (done < total && (rc = rb_rx_poll(p, &f)) == 1 && f.type == RB_FRAME_DATA) {
+        size_t k = f.len - p->rx.off;
+
+        if (k > total - done)
+            k = total - done;
+        rb_cursor_copy(&cur, f.payload + p->rx.off, k, 0);
+        done += k;
+        rc = rb_rx_advance(p, &f, k);
+        if (rc)
+            break;
+    }
+    *nbytes = done;
+    p->rx.at_ctrl = rc == 1 && f.type != RB_FRAME_DATA;
+    return rc < 0 ? rc : RDMA_OK;
+}
+
+rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
+{
+    rb_frame_t f;
+    int rc;
+
+    if (!p || !type || !buf || !len)
+        return RDMA_ERR_INVAL;
+    rc = rb_rx_poll(p, &f);
+    if (rc == 1) {
+        p->rx.seen = f;
+        *type = f.type;
+        *buf = f.payload + p->rx.off;
+        *len = f.len - p->rx.off;
+    }
+    return rc;
+}
+
+/* The frame peek found is still at rx.tail until released: not parsed
+ * again. */
+rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
+{
+    rb_frame_t f;
+    int rc;
+
+    if (!p)
+        return RDMA_ERR_INVAL;
+    f = p->rx.seen;
+    rc = f.span ? 1 : rb_rx_poll(p, &f);
+    if (rc < 0)
+        return rc;
+    return rc == 0 || n > f.len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, &f, n);
+}
+
+void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
+{
+    p->rx.landed += frames;
+}
+
+rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p)
+{
+    if (!p)
+        return RDMA_ERR_INVAL;
+    return p->rx.tail != p->rx.tail_sent ? rb_rx_credit(p) : RDMA_OK;
+}
