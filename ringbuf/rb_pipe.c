@@ -64,8 +64,8 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
 }
 
 /* One transport write of len ring bytes at off holding `frames` frames,
- * u: one frame with a part from user memory (then, in basic mode, the
- * head). */
+ * u non-NULL: their payload parts from user memory (then, in basic mode,
+ * the head). */
 static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, const rb_user_t * u)
 {
     p->stats.writes_tx++;

@@ -426,6 +426,32 @@ static int land_all(void)
     return early;
 }
 
+static size_t pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+/* Land A's deferred writes byte by byte; whenever B shows a frame, check
+ * that it holds its final bytes (else ++*early), count it if its write is
+ * still landing (*inside), and read it into dst (at most cap bytes).
+ * Returns the bytes read. */
+static size_t land_read(uint8_t * dst, size_t cap, int *early, int *inside)
+{
+    size_t got = 0, nb, off;
+    const void *v;
+    int ty;
+
+    while (t_land_byte(&A)) {
+        off = B.p.rx.tail % B.p.cfg.ring_size;
+        if (rb_pipe_peek(&B.p, &ty, &v, &nb) != 1)
+            continue;
+        *early += memcmp(B.ring + off, A.stage + off, 24 + pad8(nb)) != 0;
+        *inside += A.qh != A.qt && A.qdone > 0;
+        got += get1(&B, dst + got, cap - got);
+    }
+    return got;
+}
+
 static void t_deferred(void)
 {
     rb_config_t c = t_cfg(2048, 64, 512, 512, RB_MODE_PIGGYBACK);
@@ -447,11 +473,6 @@ static void t_deferred(void)
 static uint32_t seq_next(uint32_t s)
 {
     return s + 1 ? s + 1 : 1;
-}
-
-static size_t pad8(size_t n)
-{
-    return (n + 7) & ~(size_t) 7;
 }
 
 /* Store v at ring offset at if that word lies in payload m (ring offset
@@ -592,17 +613,7 @@ static void t_user_deferred(void)
         for (j = 0; j < len; j++)
             m[j] = (uint8_t) rnd();
         good = rb_pipe_put_user(&A.p, v, 2, m, &nb) == RDMA_OK && nb == len;
-        for (got = 0; t_land_byte(&A);) {
-            int ty;
-            const void *fv;
-            size_t off = B.p.rx.tail % c.ring_size;
-
-            if (rb_pipe_peek(&B.p, &ty, &fv, &nb) != 1)
-                continue;
-            early += memcmp(B.ring + off, A.stage + off, 24 + pad8(nb)) != 0;
-            inside += A.qh != A.qt && A.qdone > 0;
-            got += get1(&B, r + got, len - got);
-        }
+        got = land_read(r, len, &early, &inside);
         good = good && got == len && !memcmp(m, r, len);
     }
     ok(good, "gathered, byte-wise landing: 300 messages of 100..900 B (1-4 frames) intact");
@@ -885,19 +896,7 @@ static void t_superpipe_deferred(void)
 
         if (sent < L && rb_pipe_putv(&A.p, &in, 1, &nb) == RDMA_OK)
             sent += nb;
-        while (t_land_byte(&A)) {
-            int ty;
-            const void *v;
-            size_t off = B.p.rx.tail % c.ring_size;
-
-            if (rb_pipe_peek(&B.p, &ty, &v, &nb) != 1)
-                continue;
-            early += memcmp(B.ring + off, A.stage + off, 24 + pad8(nb)) != 0;
-            inside += A.qh != A.qt && A.qdone > 0;
-            struct iovec out = { dst + rcvd, L - rcvd };
-            rb_pipe_getv(&B.p, &out, 1, &nb);
-            rcvd += nb;
-        }
+        rcvd += land_read(dst + rcvd, L - rcvd, &early, &inside);
     }
     ok(rcvd == L && !memcmp(src, dst, L), "superpipeline, byte-wise landing: data verifies");
     is_int(early, 0, "superpipeline: no sub-block accepted before its last byte landed");
