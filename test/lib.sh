@@ -6,9 +6,11 @@ export CH3RDMA_CACHE=$CACHE
 _tap_n=0 _tap_fail=0
 
 plan() { echo "1..$1"; }
-ok() {  # ok STATUS DESCRIPTION
+ok() {  # ok STATUS DESCRIPTION ("... # TODO why": an expected failure, not counted)
     _tap_n=$((_tap_n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; else echo "not ok $_tap_n - $2"; _tap_fail=$((_tap_fail + 1)); fi
+    if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; return; fi
+    echo "not ok $_tap_n - $2"
+    case $2 in *"# TODO"*) ;; *) _tap_fail=$((_tap_fail + 1)) ;; esac
 }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 diag() { sed 's/^/# /'; }

@@ -131,6 +131,32 @@ static void collectives(void)
     report(errs, "allreduce and a strided datatype");
 }
 
+/* "# N ranks on K kernels": distinct boot ids among the ranks (run-vm --vms
+ * boots one kernel per node; node names in one VM share theirs). */
+static void kernels(void)
+{
+    char id[40] = "", *all = NULL;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    int k = 0;
+
+    if (f && !fgets(id, sizeof(id), f))
+        id[0] = 0;
+    if (f)
+        fclose(f);
+    if (rank == 0)
+        all = calloc((size_t) size, sizeof(id));
+    MPI_Gather(id, sizeof(id), MPI_CHAR, all, sizeof(id), MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rank != 0)
+        return;
+    for (int i = 0, j; i < size; i++) {
+        for (j = 0; j < i && strcmp(all + i * sizeof(id), all + j * sizeof(id)); j++)
+            ;
+        k += j == i;
+    }
+    printf("# %d ranks on %d kernels\n", size, k);
+    free(all);
+}
+
 int main(int argc, char **argv)
 {
     size_t max = argc > 1 ? strtoul(argv[1], NULL, 0) : (4u << 20);
@@ -143,6 +169,7 @@ int main(int argc, char **argv)
     MPI_Get_processor_name(name, &len);
     if (rank == 0)
         printf("1..6\n# %d ranks, rank 0 on %s\n", size, name);
+    kernels();
     pingpong(max);
     all_to_all_window(8, 64);
     all_to_all_window(20000, 8);

@@ -5,6 +5,8 @@ SOFTROCE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 SOFTROCE_CACHE=${CH3RDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ch3-rdma}/softroce
 # Address of the veth end that carries rxe0; every "node" name resolves to it.
 RXE_ADDR=10.77.0.1
+# run-vm --vms: node i of the virtual Ethernet link between the VMs is $LAN_NET.(i+1).
+LAN_NET=10.77.1
 
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
@@ -38,6 +40,54 @@ export_run_env() {
     [[ -e /sys/class/infiniband/rxe0 ]] && CH3RDMA_DEVICE=rxe0 \
         || CH3RDMA_DEVICE=$(ls /sys/class/infiniband | head -n1)
     export HYDRA_LAUNCHER=ssh HYDRA_LAUNCHER_EXEC="$SOFTROCE_DIR/node-exec" HYDRA_LAUNCHER_AUTOFORK=0
+}
+
+# run-vm --vms: the launcher is ssh to the other VMs (Hydra's ssh bootstrap, as on a
+# cluster), not node-exec.
+export_vms_env() {
+    export_run_env "$1"
+    unset HYDRA_LAUNCHER_EXEC HYDRA_LAUNCHER_AUTOFORK
+}
+
+# /etc/hosts lines of the nodes on the link between the VMs: node0..node($1-1).
+lan_hosts() {
+    local i
+    for ((i = 0; i < $1; i++)); do echo "$LAN_NET.$((i + 1)) node$i"; done
+}
+
+# Bring up eth0 (virtio-net, on the link run-vm --vms made) as node $1 and create rxe0 on
+# it; the rest are modprobe options.  Without udev virtio_net is loaded by hand.
+setup_lan() {
+    local i=$1
+    shift
+    modprobe -a "$@" virtio_net rdma_rxe || return
+    ip addr replace "$LAN_NET.$((i + 1))/24" dev eth0 && ip link set eth0 up || return
+    [[ -e /sys/class/infiniband/rxe0 ]] || rdma link add rxe0 type rxe netdev eth0
+}
+
+# Serve ssh as root with the key pair DIR/id{,.pub} (made by run-vm) and let root reach
+# every node with it; host keys come from the host's /etc/ssh or are made in the overlay.
+start_sshd() {
+    mkdir -p /run/sshd /root/.ssh && chmod 700 /root/.ssh || return
+    ssh-keygen -A >/dev/null || return
+    cp "$1/id" /root/.ssh/id_ed25519 && cp "$1/id.pub" /root/.ssh/authorized_keys || return
+    chmod 600 /root/.ssh/id_ed25519 /root/.ssh/authorized_keys
+    printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' \
+        >/root/.ssh/config
+    /usr/sbin/sshd -o UsePAM=no -o UseDNS=no -o PasswordAuthentication=no \
+        -o PermitRootLogin=prohibit-password
+}
+
+# Wait (up to $2 s) until every node 1..$1-1 answers ssh.
+wait_for_nodes() {
+    local i t
+    for ((i = 1; i < $1; i++)); do
+        for ((t = 0; ; t++)); do
+            ssh -o ConnectTimeout=5 -o BatchMode=yes "node$i" true 2>/dev/null && break
+            ((t < $2)) || return 1
+            sleep 1
+        done
+    done
 }
 
 # Create rxe0 on a veth pair (root; rdma_rxe must be loadable with "modprobe $*").

@@ -1,6 +1,7 @@
 #!/bin/bash
 # PID 1 of the Soft-RoCE guest (started by initramfs-init after switch_root). Reads the job
 # that run-vm wrote to /run/ch3rdma/job, creates rxe0, runs the command, records its status.
+# With --vms every VM runs this with its own job (NODE); only node0 runs the command.
 set -uo pipefail
 RUN=/run/ch3rdma
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
@@ -31,12 +32,26 @@ printf '#!/bin/sh\nexec /sbin/modprobe -d %q "$@"\n' "$KDIR" >/run/modprobe
 chmod +x /run/modprobe
 echo /run/modprobe >/proc/sys/kernel/modprobe
 ip link set lo up
-setup_rxe -d "$KDIR" || fail "cannot create rxe0 on veth0"
-
-hostname node0
-echo "$RXE_ADDR $(node_list "$NODES" | tr , ' ')" >>/etc/hosts
-export_run_env "$NODES"
 ulimit -l unlimited
+if ((VMS)); then
+    # One VM per node (run-vm --vms): node NODE on the link, sshd for Hydra; node0 runs
+    # the command once every node answers, the others serve until run-vm stops them.
+    setup_lan "$NODE" -d "$KDIR" || fail "cannot bring up eth0 and rxe0 on it (node$NODE)"
+    hostname "node$NODE"
+    lan_hosts "$NODES" >>/etc/hosts
+    start_sshd "$RUN" || fail "cannot start sshd on node$NODE"
+    export_vms_env "$NODES"
+    if ((NODE > 0)); then
+        echo "node$NODE up" >>"$RUN/output"
+        exec sleep infinity
+    fi
+    wait_for_nodes "$NODES" 600 || fail "the other VMs do not answer ssh"
+else
+    setup_rxe -d "$KDIR" || fail "cannot create rxe0 on veth0"
+    hostname node0
+    echo "$RXE_ADDR $(node_list "$NODES" | tr , ' ')" >>/etc/hosts
+    export_run_env "$NODES"
+fi
 cd "$CWD" || fail "cannot enter $CWD"
 ((${#ENV[@]} == 0)) || export "${ENV[@]}"
 "${CMD[@]}" </dev/null >>"$RUN/output" 2>&1
