@@ -6,7 +6,7 @@
 #   main-job.sh [--classes "A"] [--np "4 2"] [--builds "rdma sock nemesis"]
 #               [--with-debian-peers] [--reps 3] [--benchmarks "bt cg ..."]
 #               [--timeout SEC] [--out DIR] [--wait-builds]
-#               [--vm [--nodes 2]]   (then --classes "S W" --np 4 by default)
+#               [--vm [--nodes 2] [--vms]]   (then --classes "S W" --np 4 by default)
 #
 # --builds takes build specs LABEL[:VAR=VAL...] (e.g. rdma-basic:VAR=VAL runs
 # the rdma build with VAR=VAL).  np=2 is the one-rank-per-core comparison on
@@ -16,7 +16,10 @@
 # --vm runs the benchmarks in the Soft-RoCE test bed (test/softroce/run-vm)
 # on --nodes host names, ranks round-robin over them, ch3:rdma forced onto
 # verbs for every peer, with perftest on rxe0 in the same boot as the raw
-# reference; --hosts H1,H2 is how the guest side is told.
+# reference; --hosts H1,H2 is how the guest side is told.  --vms boots one VM
+# per node (own kernels, one Ethernet link) with Slurm, and the job runs inside
+# salloc: Hydra launches through Slurm (srun), as on a cluster; the guest side
+# is told with --slurm.
 set -euo pipefail
 PROG=main-job
 . "$(dirname "$0")/common.sh"
@@ -79,10 +82,19 @@ run_in_vm() {
     [ -n "$specs" ] || die "--vm: no ch3 build to run"
     bash "$TOP/build-aux/install-deps.sh" vm || die "missing Debian packages (see above)"
     for base in $BASES; do [[ " $DEBIAN_PEERS " == *" $base "* ]] || npb_build "$base" || die "NPB does not build for $base"; done
-    log "running in the Soft-RoCE test bed, $NODES nodes (ranks round-robin, ch3:rdma on verbs)"
+    local vm=(--nodes "$NODES" --mem 4096) inner
     # shellcheck disable=SC2016  # $CH3RDMA_NODES is the guest's
-    exec "$TOP/test/softroce/run-vm" --nodes "$NODES" --mem 4096 --timeout 86400 --rw "$OUT" -- \
-        bash -c 'exec "$0" "$@" --hosts "$CH3RDMA_NODES"' "$TOP/npb-scripts/main-job.sh" --wait-builds --classes "$CLASSES" \
+    inner='exec "$0" "$@" --hosts "$CH3RDMA_NODES"'
+    if [ -n "$VMS" ]; then
+        log "running in the Soft-RoCE test bed, $NODES VMs under Slurm (ch3:rdma on verbs)"
+        vm+=(--vms --slurm)
+        # every rank count of --np fits the allocation; Hydra launches through srun
+        inner="exec salloc -N $NODES -n $(tr ' ' '\n' <<< "$NP" | sort -n | tail -1) env -u HYDRA_LAUNCHER \"\$0\" \"\$@\" --slurm"
+    else
+        log "running in the Soft-RoCE test bed, $NODES nodes (ranks round-robin, ch3:rdma on verbs)"
+    fi
+    exec "$TOP/test/softroce/run-vm" "${vm[@]}" --timeout 86400 --rw "$OUT" -- \
+        bash -c "$inner" "$TOP/npb-scripts/main-job.sh" --wait-builds --classes "$CLASSES" \
         --np "$NP" --builds "${specs# }" --reps "$REPS" --timeout "$TIMEOUT" --out "$OUT" \
         ${BENCHMARKS:+--benchmarks "$BENCHMARKS"}
 }
@@ -110,6 +122,17 @@ use_hosts() {
     } > "$OUT/context.txt"
 }
 
+# --slurm (guest side of --vm --vms): inside salloc; Hydra takes the nodes from Slurm.
+use_slurm() {
+    {
+        echo "Run in the Soft-RoCE test bed: $SLURM_JOB_NUM_NODES VMs ($(uname -r) each, rxe0 on" \
+            "each VM's NIC, one virtual Ethernet link), in Slurm allocation $SLURM_JOB_ID" \
+            "($SLURM_JOB_NODELIST); Hydra launches through Slurm (srun); ch3:nemesis and" \
+            "ch3:sock use TCP between the VMs."
+        [ "${CH3RDMA_DEVICE-}" != rxe0 ] || raw_reference
+    } > "$OUT/context.txt"
+}
+
 # The first spec whose build is installed, else the first one (whose build
 # prefix_of then waits for): runs start as soon as any build is there.
 next_ready() {
@@ -121,8 +144,10 @@ next_ready() {
 main() {
     local spec base p failed="" built="" pending b r
     CLASSES="" NP="" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200 NODES=2 HOSTS=""
-    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" HELP="" BASES=""
-    parse_options "classes np builds reps benchmarks timeout out nodes hosts" "with-debian-peers wait-builds vm help" "$@"
+    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" VMS="" SLURM="" HELP="" BASES=""
+    parse_options "classes np builds reps benchmarks timeout out nodes hosts" \
+        "with-debian-peers wait-builds vm vms slurm help" "$@"
+    [ -z "$VMS" ] || [ -n "$VM" ] || die "--vms goes with --vm"
     [ -z "$HELP" ] || usage
     if [ -n "$VM" ]; then CLASSES=${CLASSES:-S W} NP=${NP:-4}; else CLASSES=${CLASSES:-A} NP=${NP:-4 2}; fi
     [[ $NODES =~ ^[1-9][0-9]*$ ]] || die "--nodes takes a positive integer, not '$NODES'"
@@ -145,6 +170,7 @@ main() {
     [ -n "$WAIT_BUILDS" ] || ensure_mpich $BASES
     [ -z "$VM" ] || run_in_vm
     [ -z "$HOSTS" ] || use_hosts
+    [ -z "$SLURM" ] || use_slurm
 
     # Rep by rep over the builds, so that other load on the machine hits
     # every build alike; the first rep takes builds as they become ready.

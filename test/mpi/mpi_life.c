@@ -20,6 +20,9 @@
  *                       exchanges with it (MPI_ERRORS_RETURN) and prints
  *                       "kill: rank 0 saw the failure after T s: <error>",
  *                       exit status 3.  Run with mpiexec -disable-auto-cleanup.
+ *   mpi_life poweroff   the same, but rank 1 powers its node off (sysrq 'o':
+ *                       a node gone, no goodbye from its kernel either; only
+ *                       in a VM of run-vm --vms, as root).
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -108,7 +111,20 @@ static int window(double s)
     return bad != 0;
 }
 
-static int kill_one(void)
+/* Rank 1's end: SIGKILL, or its node off (then SIGKILL if that fails). */
+static void die(int node)
+{
+    FILE *f = node ? fopen("/proc/sysrq-trigger", "w") : NULL;
+
+    if (f) {
+        fputs("o", f);
+        fclose(f);
+        pause_s(10);
+    }
+    raise(SIGKILL);
+}
+
+static int kill_one(int node)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int v = 0, len = 0, rc;
@@ -117,7 +133,7 @@ static int kill_one(void)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1)
-        raise(SIGKILL);
+        die(node);
     if (rank != 0)
         return 0;
     pause_s(0.5);
@@ -156,10 +172,10 @@ int main(int argc, char **argv)
         rc = stagger(s);
     else if (!strcmp(mode, "window") && size >= 3)
         rc = window(s);
-    else if (!strcmp(mode, "kill"))
-        rc = kill_one();
+    else if (!strcmp(mode, "kill") || !strcmp(mode, "poweroff"))
+        rc = kill_one(!strcmp(mode, "poweroff"));
     else {
-        fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill\n");
+        fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

@@ -78,6 +78,60 @@ start_sshd() {
         -o PermitRootLogin=prohibit-password
 }
 
+# Slurm on the VMs (run-vm --vms --slurm): munged with DIR/munge.key (made by run-vm),
+# slurmctld on node0, slurmd on every node, as root; node $1 of $2.
+start_slurm() {
+    local i=$1 n=$2 dir=$3 cpus
+    mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge /var/spool/slurmd \
+        /var/spool/slurmctld /var/log/slurm || return
+    cp "$dir/munge.key" /etc/munge/munge.key || return
+    chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge
+    chmod 0400 /etc/munge/munge.key
+    setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged 2>&1 || return
+    cpus=$(nproc)
+    # slurmd initialises its cgroup plugin even with proctrack/linuxproc: cgroup v2, and
+    # no systemd (no dbus) in the guest
+    mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup || return
+    mkdir -p /sys/fs/cgroup/system.slice || return
+    printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n' >/etc/slurm/cgroup.conf
+    cat >/etc/slurm/slurm.conf <<CONF
+ClusterName=ch3rdma
+SlurmctldHost=node0
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/linear
+ReturnToService=2
+MpiDefault=none
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+NodeName=node[0-$((n - 1))] CPUs=$cpus State=UNKNOWN
+PartitionName=vms Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+    if ((i == 0)); then
+        slurmctld || { echo "slurmctld failed:"; tail -5 /var/log/slurm/slurmctld.log; return 1; }
+    fi
+    slurmd || { echo "slurmd failed:"; tail -5 /var/log/slurm/slurmd.log; return 1; }
+}
+
+# Wait (up to $2 s) until Slurm reports $1 nodes idle.
+wait_for_slurm() {
+    local t
+    for ((t = 0; t < $2; t++)); do
+        [[ $(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l) -ge $1 ]] && return 0
+        sleep 1
+    done
+    return 1
+}
+
 # Wait (up to $2 s) until every node 1..$1-1 answers ssh.
 wait_for_nodes() {
     local i t

@@ -40,12 +40,14 @@ if ((VMS)); then
     hostname "node$NODE"
     lan_hosts "$NODES" >>/etc/hosts
     start_sshd "$RUN" || fail "cannot start sshd on node$NODE"
+    ((SLURM == 0)) || start_slurm "$NODE" "$NODES" "$RUN" || fail "cannot start Slurm on node$NODE"
     export_vms_env "$NODES"
     if ((NODE > 0)); then
         echo "node$NODE up" >>"$RUN/output"
         exec sleep infinity
     fi
     wait_for_nodes "$NODES" 600 || fail "the other VMs do not answer ssh"
+    ((SLURM == 0)) || wait_for_slurm "$NODES" 300 || fail "Slurm does not report $NODES nodes idle"
 else
     setup_rxe -d "$KDIR" || fail "cannot create rxe0 on veth0"
     hostname node0
