@@ -63,9 +63,10 @@ npb_build() {
         ${BENCHMARKS:+--benchmarks "$BENCHMARKS"}
 }
 
-# In the test bed ch3:rdma talks verbs to every peer, unless the spec says.
+# In the one-VM test bed ch3:rdma talks verbs to every peer, unless the spec says; with
+# --vms it chooses as on a cluster (shm inside a VM, verbs between VMs).
 vm_spec() {
-    if [ "$(spec_build "$1")" = rdma ] && [[ $1 != *MPIR_CVAR_CH3_RDMA_TRANSPORT=* ]]; then
+    if [ -z "$VMS" ] && [ "$(spec_build "$1")" = rdma ] && [[ $1 != *MPIR_CVAR_CH3_RDMA_TRANSPORT=* ]]; then
         echo "$1:MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs"
     else echo "$1"; fi
 }
@@ -86,7 +87,7 @@ run_in_vm() {
     # shellcheck disable=SC2016  # $CH3RDMA_NODES is the guest's
     inner='exec "$0" "$@" --hosts "$CH3RDMA_NODES"'
     if [ -n "$VMS" ]; then
-        log "running in the Soft-RoCE test bed, $NODES VMs under Slurm (ch3:rdma on verbs)"
+        log "running in the Soft-RoCE test bed, $NODES VMs under Slurm (ch3:rdma: verbs between VMs)"
         vm+=(--vms --slurm)
         # every rank count of --np fits the allocation; Hydra launches through srun
         inner="exec salloc -N $NODES -n $(tr ' ' '\n' <<< "$NP" | sort -n | tail -1) env -u HYDRA_LAUNCHER \"\$0\" \"\$@\" --slurm"

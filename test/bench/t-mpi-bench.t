@@ -2,7 +2,7 @@
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
 # reused and first-touch buffers, 5% steps; bad options fail.
 . "$(dirname "$0")/../lib.sh"
-plan 6
+plan 7
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/test/bench/mpi_bench.c" ||
@@ -18,4 +18,10 @@ expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 10
 n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
+# mpi_mem (npb-scripts/mem-table.sh): one line, Pss summed over 4 ranks > 4 x the largest
+"$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/test/bench/mpi_mem.c" ||
+    { echo "Bail out! cannot compile mpi_mem"; exit 1; }
+line=$(timeout 300 "$P/bin/mpiexec" -n 4 "$W/mpi_mem" 20 4096 | grep '^mem ')
+awk '$1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 { ok = 1 } END { exit !ok }' <<< "$line"
+ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max and RSS max ($line)"
 done_testing

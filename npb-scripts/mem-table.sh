@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# mem-table.sh -- the memory a job's ranks use, natively on one node (issue 19):
+# NP ranks do ITERS all-to-alls of BYTES per peer (test/bench/mpi_mem.c), then
+# the proportional set sizes of all ranks are summed (Pss counts a page shared
+# by k processes 1/k to each: the sum is the job's memory).  Prints a markdown
+# table per build and rank count with the ratio to ch3:nemesis, then the
+# projection to --project ranks per node from a fit Pss(N) = a N + b N^2 over
+# the measured counts, and ch3:rdma's verbs ring memory per process at
+# --peers remote peers (2 x RING_SIZE + a page per peer, pinned).
+#
+#   mem-table.sh [--builds "rdma nemesis sock"] [--np "8 32 64"] [--iters 300]
+#                [--bytes 4096] [--project 128] [--peers 1000] [--out DIR] [--wait-builds]
+set -euo pipefail
+PROG=mem-table
+. "$(dirname "$0")/common.sh"
+
+# One run: LABEL NP -> "mem NP PSS_SUM PSS_MAX RSS_MAX" in OUT/LABEL.NP.txt.
+measure() {
+    local label=$1 np=$2 base envs p bin
+    base=$(spec_build "$label") envs=$(spec_env "$label")
+    p=$(prefix_of "$base" ${WAIT_BUILDS:+wait})
+    bin=$CACHE/bench/$base/mpi_mem
+    mkdir -p "$(dirname "$bin")"
+    [ "$bin" -nt "$TOP/test/bench/mpi_mem.c" ] ||
+        "$p/bin/mpicc" -O2 -o "$bin" "$TOP/test/bench/mpi_mem.c" || die "cannot compile mpi_mem for $base"
+    log "$label, $np ranks"
+    # shellcheck disable=SC2086  # envs: VAR=VAL words
+    env $envs timeout 1800 "$p/bin/mpiexec" -n "$np" "$bin" "$ITERS" "$BYTES" \
+        > "$OUT/$(spec_label "$label").$np.txt" 2>&1 || log "$label with $np ranks failed (see $OUT)"
+}
+
+# Pss sum in MiB of LABEL at NP ("" if the run failed).
+pss_mib() { awk '$1 == "mem" { printf "%.0f", $3 / 1024 }' "$OUT/$1.$2.txt" 2>/dev/null; }
+
+table() {
+    local np label v n
+    printf '| ranks |'; for label in $BUILDS; do printf ' %s Pss MiB |' "$label"; done
+    for label in $BUILDS; do [ "$label" = nemesis ] || printf ' %s / nemesis |' "$label"; done; echo
+    printf '|---|'; for label in $BUILDS $BUILDS; do printf -- '---|'; done | sed 's/---|$//'; echo
+    for np in $NP; do
+        printf '| %s |' "$np"
+        for label in $BUILDS; do v=$(pss_mib "$label" "$np"); printf ' %s |' "${v:-failed}"; done
+        n=$(pss_mib nemesis "$np")
+        for label in $BUILDS; do
+            [ "$label" = nemesis ] && continue
+            v=$(pss_mib "$label" "$np")
+            awk -v v="$v" -v n="$n" 'BEGIN { printf (v != "" && n > 0) ? " %.2f |" : " - |", v / n }'
+        done
+        echo
+    done
+}
+
+# Least squares Pss(N) = a N + b N^2 over the measured counts, evaluated at PROJECT.
+projection() {
+    local label np
+    for label in $BUILDS; do
+        for np in $NP; do echo "$np $(pss_mib "$label" "$np")"; done |
+            awk -v l="$label" -v N="$PROJECT" 'NF == 2 && $2 != "" {
+                n = $1; y = $2; s11 += n * n; s12 += n * n * n; s22 += n * n * n * n
+                t1 += n * y; t2 += n * n * y; k++ }
+                END { d = s11 * s22 - s12 * s12; if (k < 2 || d == 0) { print "- " l ": too few points"; exit }
+                    a = (t1 * s22 - t2 * s12) / d; b = (s11 * t2 - s12 * t1) / d
+                    printf "- %s: Pss(N) = %.2f N + %.4f N^2 MiB; at %d ranks %.0f MiB\n", l, a, b, N, a * N + b * N * N }'
+    done
+}
+
+main() {
+    BUILDS="rdma nemesis sock" NP="8 32 64" ITERS=300 BYTES=4096 PROJECT=128 PEERS=1000 OUT="" WAIT_BUILDS="" HELP=""
+    parse_options "builds np iters bytes project peers out" "wait-builds help" "$@"
+    [ -z "$HELP" ] || usage
+    OUT=${OUT:-$(default_out mem)}
+    mkdir -p "$OUT"
+    local np label ring
+    for np in $NP; do for label in $BUILDS; do measure "$label" "$np"; done; done
+    ring=$("$(prefix_of rdma)/bin/mpivars" 2>/dev/null |
+        sed -n 's/.*MPIR_CVAR_CH3_RDMA_RING_SIZE *=\([0-9]*\).*/\1/p' | head -1)
+    {
+        echo "Memory after $ITERS all-to-alls of $BYTES B per peer, one node ($(nproc) cores; $(uname -r)):"
+        echo "sum of the ranks' Pss (test/bench/mpi_mem.c; runs in $OUT)."
+        echo
+        table
+        echo
+        echo "Projection to $PROJECT ranks on a node (fit over $NP ranks):"
+        projection
+        awk -v r="${ring:-524288}" -v p="$PEERS" 'BEGIN {
+            printf "- ch3:rdma over verbs: %d peers x (2 x RING_SIZE %d KiB + 4 KiB) = %.0f MiB pinned per process\n",
+                p, r / 1024, p * (2 * r + 4096) / 1048576 }'
+    } | tee "$OUT/report.md"
+}
+
+main "$@"

@@ -1,0 +1,65 @@
+/*
+ * mpi_mem: the memory a job's ranks use after all-to-all traffic (issue 19).
+ * Every rank does ITERS MPI_Alltoall of BYTES per peer (every pair
+ * connected, every ring used), then reads its proportional set size (Pss:
+ * a page shared by k processes counts 1/k to each, so the sum over ranks is
+ * the job's memory) and its resident set from /proc/self/smaps_rollup.
+ * Rank 0 prints one line:
+ *
+ *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB
+ *
+ *   mpi_mem [iters=300] [bytes=4096]
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* kB of the smaps_rollup field "key:" (-1 if unreadable). */
+static long rollup_kib(const char *key)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long v = -1;
+    size_t n = strlen(key);
+
+    while (f && fgets(line, sizeof(line), f))
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            v = strtol(line + n + 1, NULL, 10);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 1 ? atoi(argv[1]) : 300, rank, size;
+    size_t bytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 4096;
+    long mine[2], sum = 0, max[2];
+    char *sb, *rb;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sb = malloc(bytes * size);
+    rb = malloc(bytes * size);
+    if (!sb || !rb || iters < 1)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    memset(sb, rank, bytes * size);
+    for (int i = 0; i < iters; i++)
+        MPI_Alltoall(sb, (int) bytes, MPI_BYTE, rb, (int) bytes, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    mine[0] = rollup_kib("Pss");
+    mine[1] = rollup_kib("Rss");
+    MPI_Reduce(&mine[0], &sum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(mine, max, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);        /* nobody unmaps before all have read */
+    if (rank == 0)
+        printf("mem %d %ld %ld %ld\n", size, sum, max[0], max[1]);
+    free(sb);
+    free(rb);
+    MPI_Finalize();
+    return 0;
+}
