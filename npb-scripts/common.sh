@@ -98,19 +98,19 @@ parse_options() {
     done
 }
 
-BENCH_SRC=$TOP/test/bench/mpi_bench.c
-
-# mpi_bench for prefix $2, rebuilt when the source or the MPI changes.
+# bench_binary LABEL PREFIX [PROG]: test/bench/PROG.c (default mpi_bench) compiled with
+# PREFIX's mpicc, rebuilt when the source or the MPI changes.
 bench_binary() {
-    local dir=$CACHE/bench/$1 id
-    id=$(mpi_identity "$2"; sha256sum < "$BENCH_SRC")
-    if [ "$(cat "$dir/.identity" 2>/dev/null)" != "$id" ] || [ ! -x "$dir/mpi_bench" ]; then
+    local prog=${3:-mpi_bench} dir=$CACHE/bench/$1 id src
+    src=$TOP/test/bench/$prog.c
+    id=$(mpi_identity "$2"; sha256sum < "$src")
+    if [ "$(cat "$dir/.identity.$prog" 2>/dev/null)" != "$id" ] || [ ! -x "$dir/$prog" ]; then
         mkdir -p "$dir"
-        log "compiling mpi_bench for $1"
-        "$2/bin/mpicc" -O2 -Wall -o "$dir/mpi_bench" "$BENCH_SRC" || die "compiling $BENCH_SRC with $2/bin/mpicc failed"
-        echo "$id" > "$dir/.identity"
+        log "compiling $prog for $1"
+        "$2/bin/mpicc" -O2 -Wall -o "$dir/$prog" "$src" || die "compiling $src with $2/bin/mpicc failed"
+        echo "$id" > "$dir/.identity.$prog"
     fi
-    echo "$dir/mpi_bench"
+    echo "$dir/$prog"
 }
 
 # value LABEL TEST SIZE COLUMN: median of one figure over the rounds' tables.

@@ -20,10 +20,7 @@ measure() {
     local label=$1 np=$2 base envs p bin
     base=$(spec_build "$label") envs=$(spec_env "$label")
     p=$(prefix_of "$base" ${WAIT_BUILDS:+wait})
-    bin=$CACHE/bench/$base/mpi_mem
-    mkdir -p "$(dirname "$bin")"
-    [ "$bin" -nt "$TOP/test/bench/mpi_mem.c" ] ||
-        "$p/bin/mpicc" -O2 -o "$bin" "$TOP/test/bench/mpi_mem.c" || die "cannot compile mpi_mem for $base"
+    bin=$(bench_binary "$base" "$p" mpi_mem)
     log "$label, $np ranks"
     # shellcheck disable=SC2086  # envs: VAR=VAL words
     env $envs timeout 1800 "$p/bin/mpiexec" -n "$np" "$bin" "$ITERS" "$BYTES" \

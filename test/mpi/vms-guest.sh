@@ -8,6 +8,20 @@ EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-600}
 H=(-hosts "node0,node1")
 plan 13
 
+# Run an mpi_check job (CMD...): sets out, rc and n_ok; 0 when it exited 0 with 6 of 6 ok.
+run_check() {
+    out=$(timeout -k 5 "$EXPECT_TIMEOUT" "$@" 2>&1)
+    rc=$?
+    n_ok=$(grep -c '^ok ' <<<"$out")
+    [ $rc -eq 0 ] && [ "$n_ok" = 6 ]
+}
+# report STATUS DESCRIPTION [FILTER]: the TAP line; on failure the tail of $out (lines
+# matching FILTER, default all but the ok lines) as diagnostics.
+report() {
+    ok "$1" "$2"
+    [ "$1" = 0 ] || grep -E -- "${3:-^[^o]|^o[^k]}" <<<"$out" | tail -12 | diag
+}
+
 expect_output 0 'node0.*node1|node1.*node0' "Hydra starts a rank on each VM over ssh" -- \
     sh -c "$P/bin/mpiexec ${H[*]} -n 2 hostname | sort | tr '\n' ' '"
 
@@ -21,23 +35,15 @@ read -r s0 r0 < <(rxe_pkts node0)
 read -r s1 r1 < <(rxe_pkts node1)
 
 # 4 ranks, 2 per VM: shm inside a VM, verbs between them; every byte checked.
-out=$(timeout -k 5 "$EXPECT_TIMEOUT" env MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" "${H[@]}" \
-    -ppn 2 -n 4 "$W/mpi_check" 1048576 2>&1)
-rc=$?
-n_ok=$(echo "$out" | grep -c '^ok ')
-[ $rc -eq 0 ] && [ "$n_ok" = 6 ]
-st=$?
-ok $st "mpi_check, 4 ranks on 2 VMs: 6 of 6 verified checks pass (exit $rc, $n_ok ok)"
-[ $st = 0 ] || echo "$out" | tail -30 | diag
-echo "$out" | grep -q '^# 4 ranks on 2 kernels$'
-st=$?
-ok $st "the ranks of that job run on two kernels (distinct boot ids)"
-[ $st = 0 ] || echo "$out" | grep '^#' | diag
-n_vb=$(echo "$out" | grep -c '^\[ch3:rdma\] rank [0-3] verbs: ')
+run_check env MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" "${H[@]}" -ppn 2 -n 4 \
+    "$W/mpi_check" 1048576
+report $? "mpi_check, 4 ranks on 2 VMs: 6 of 6 verified checks pass (exit $rc, $n_ok ok)"
+grep -q '^# 4 ranks on 2 kernels$' <<<"$out"
+report $? "the ranks of that job run on two kernels (distinct boot ids)" '^#'
+n_vb=$(grep -c '^\[ch3:rdma\] rank [0-3] verbs: ' <<<"$out")
 [ "$n_vb" = 4 ]
-st=$?
-ok $st "every rank, on both VMs, ran the verbs transport on its rxe0 ($n_vb of 4 report it)"
-[ $st = 0 ] || echo "$out" | grep '^\[ch3:rdma\]' | cut -c1-160 | head -10 | diag
+report $? "every rank, on both VMs, ran the verbs transport on its rxe0 ($n_vb of 4 report it)" \
+    '^\[ch3:rdma\]'
 
 read -r s0b r0b < <(rxe_pkts node0)
 read -r s1b r1b < <(rxe_pkts node1)
@@ -64,17 +70,13 @@ ssh node1 ip link set eth0 mtu 1500
 # A lossy link: netem on both VMs' eth0.  mpi_check over it: ping-pong and all-to-all
 # verified.  NETEM... DESCRIPTION
 netem_check() {
-    local q=$1 what=$2 out rc n_ok drops st
+    local q=$1 what=$2 drops st
     both tc qdisc add dev eth0 root netem $q
-    out=$(timeout -k 5 "$EXPECT_TIMEOUT" "$P/bin/mpiexec" "${H[@]}" -n 2 "$W/mpi_check" 262144 2>&1)
-    rc=$?
-    n_ok=$(echo "$out" | grep -c '^ok ')
+    run_check "$P/bin/mpiexec" "${H[@]}" -n 2 "$W/mpi_check" 262144
+    st=$?
     drops=$(tc -s qdisc show dev eth0 | awk '/dropped/ { sub(",", "", $7); print $7; exit }')
     both tc qdisc del dev eth0 root
-    [ $rc -eq 0 ] && [ "$n_ok" = 6 ]
-    st=$?
-    ok $st "$what: mpi_check verified ($n_ok of 6, exit $rc; node0 netem dropped $drops)"
-    [ $st = 0 ] || echo "$out" | grep -v '^ok' | tail -8 | diag
+    report $st "$what: mpi_check verified ($n_ok of 6, exit $rc; node0 netem dropped $drops)"
 }
 netem_check "loss 1% delay 5ms" "1% loss and 5 ms delay on the link"
 # Jitter as a queue makes it (rate: each packet leaves after the one before, so none
@@ -88,33 +90,23 @@ netem_check "loss 1% delay 5ms 5ms rate 1gbit" "1% loss and 5 +- 5 ms jitter on 
 (sleep 4 && tc qdisc add dev eth0 root netem loss 100% && sleep 15 && tc qdisc del dev eth0 root) &
 flap=$!
 t0=$(date +%s)
-out=$(timeout -k 5 "$EXPECT_TIMEOUT" "$P/bin/mpiexec" "${H[@]}" -n 2 "$W/mpi_check" 4194304 2>&1)
-rc=$?
+run_check "$P/bin/mpiexec" "${H[@]}" -n 2 "$W/mpi_check" 4194304
+st=$?
 t=$(($(date +%s) - t0))
 wait $flap
 tc qdisc del dev eth0 root 2>/dev/null
-n_ok=$(echo "$out" | grep -c '^ok ')
-[ $rc -eq 0 ] && [ "$n_ok" = 6 ] && [ $t -ge 19 ]
-st=$?
-ok $st "the link down for 15 s mid-job: the job completes verified ($n_ok of 6, exit $rc, $t s)"
-[ $st = 0 ] || echo "$out" | grep -v '^ok' | tail -8 | diag
+[ $st = 0 ] && [ $t -ge 19 ]
+report $? "the link down for 15 s mid-job: the job completes verified ($n_ok of 6, exit $rc, $t s)"
 
 # Under Slurm (run-vm --slurm): salloc, and Hydra's Slurm bootstrap (srun) instead of ssh.
 if sinfo >/dev/null 2>&1; then
-    S=(timeout -k 5 "$EXPECT_TIMEOUT" salloc -N 2 -n 4 env -u HYDRA_LAUNCHER "$P/bin/mpiexec")
-    out=$("${S[@]}" -n 4 sh -c 'echo "step $(hostname) ${SLURM_STEP_ID:-none}"' 2>&1)
+    S=(salloc -N 2 -n 4 env -u HYDRA_LAUNCHER "$P/bin/mpiexec")
+    out=$(timeout -k 5 "$EXPECT_TIMEOUT" "${S[@]}" -n 4 sh -c 'echo "step $(hostname) ${SLURM_STEP_ID:-none}"' 2>&1)
     steps=$(grep '^step ' <<<"$out" | sort | tr '\n' ' ')
     [ "$(grep -c '^step node[01] [0-9]' <<<"$out")" = 4 ] && grep -q 'step node1' <<<"$out"
-    st=$?
-    ok $st "salloc -N 2: Hydra starts every rank through srun ($steps)"
-    [ $st = 0 ] || echo "$out" | tail -10 | diag
-    out=$("${S[@]}" -n 4 "$W/mpi_check" 1048576 2>&1)
-    rc=$?
-    n_ok=$(echo "$out" | grep -c '^ok ')
-    [ $rc -eq 0 ] && [ "$n_ok" = 6 ] && grep -q '^# 4 ranks on 2 kernels$' <<<"$out"
-    st=$?
-    ok $st "salloc -N 2 mpiexec -n 4 mpi_check: verified on 2 kernels ($n_ok of 6, exit $rc)"
-    [ $st = 0 ] || echo "$out" | tail -10 | diag
+    report $? "salloc -N 2: Hydra starts every rank through srun ($steps)"
+    run_check "${S[@]}" -n 4 "$W/mpi_check" 1048576 && grep -q '^# 4 ranks on 2 kernels$' <<<"$out"
+    report $? "salloc -N 2 mpiexec -n 4 mpi_check: verified on 2 kernels ($n_ok of 6, exit $rc)"
 else
     ok 0 "# SKIP no Slurm on these VMs (run-vm --slurm)"
     ok 0 "# SKIP no Slurm on these VMs (run-vm --slurm)"
@@ -127,7 +119,6 @@ out=$(MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=$T timeout -k 5 90 "$P/bin/mpiexec" -di
     "${H[@]}" -n 2 "$W/mpi_life" poweroff 2>&1)
 t=$(sed -n 's/^kill: rank 0 saw the failure after \([0-9.]*\) s:.*/\1/p' <<<"$out")
 [[ -n $t ]] && awk -v t="$t" -v T=$T 'BEGIN { exit !(t <= T + 1) }' && grep -q 'rank 1 on node1' <<<"$out"
-st=$?
-ok $st "node1 powered off mid-job: rank 0 names rank 1 on node1 within the timeout (${t:-never} s, timeout $T s)"
-[ $st = 0 ] || grep -E 'kill:|ch3:rdma' <<<"$out" | head -5 | diag
+report $? "node1 powered off mid-job: rank 0 names rank 1 on node1 within the timeout (${t:-never} s, timeout $T s)" \
+    'kill:|ch3:rdma'
 done_testing
