@@ -20,8 +20,13 @@ top=$(dirname "$here")
 MPICH_VERSION=4.0.2
 # 4.0.2 knows only --enable-fortran=all|no: this gives mpif77/mpif90
 # (mpif.h, "use mpi") without the slow-to-build mpi_f08 bindings; gfortran
-# >= 10 needs -fallow-argument-mismatch for the MPI bindings.
-COMMON_ARGS="--enable-fortran=all --disable-f08 --disable-doc FFLAGS=-fallow-argument-mismatch FCFLAGS=-fallow-argument-mismatch"
+# >= 10 needs -fallow-argument-mismatch for the MPI bindings.  hwloc is
+# MPICH's embedded copy in every build: configure would otherwise take the
+# system's wherever libhwloc-dev happens to be installed, whose plugins
+# (libxml2, X11, ICU...) add about 0.8 MiB to every rank and would make
+# builds of the same channel differ by what the host has installed
+# (--config-args "--with-hwloc=/usr" picks the system's).
+COMMON_ARGS="--with-hwloc=embedded --enable-fortran=all --disable-f08 --disable-doc FFLAGS=-fallow-argument-mismatch FCFLAGS=-fallow-argument-mismatch"
 
 die() { echo "build-mpich: $*" >&2; exit 1; }
 log() { echo "build-mpich: $*" >&2; }

@@ -34,3 +34,15 @@ expect_output() {
     fi
     ok 1 "$what (exit $rc)"; echo "$out" | tail -30 | diag; return 1
 }
+
+# testsuite_tap OUT TAG: MPICH test-suite results OUT/summary-TAG.tap (testsuite.sh)
+# as this test's TAP, one line per MPICH test; fails if any failed or none ran.
+testsuite_tap() {
+    local tap="$1/summary-$2.tap"
+    [ -s "$tap" ] && grep -q '^\(not \)\?ok ' "$tap" || {
+        plan 1; ok 1 "runtests produced results"
+        tail -20 "$1/runtests-$2.log" 2>/dev/null | diag; return 1; }
+    grep -c '^\(not \)\?ok ' "$tap" | sed 's/^/1../'
+    awk '/^(not )?ok /{sub(/^(not )?ok [0-9]*/, ($1=="not" ? "not ok " : "ok ") ++n); print}' "$tap"
+    ! grep -q '^not ok ' "$tap"
+}

@@ -87,6 +87,7 @@ enum {
     RDMA_VERBS_MAGIC = 0x63683372,
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
+    RDMA_VERBS_RQ_BATCH = 16,   /* consumed receives reposted together */
     RDMA_VERBS_SIG_EVERY = 16,
     RDMA_VERBS_POLL_BATCH = 32,
     RDMA_VERBS_CQ_BASE = 256,
@@ -198,6 +199,7 @@ typedef struct rdma_verbs_conn {
     double t_retx, t_deadline, backoff; /* [cm] */
     /* [main] from here on */
     uint32_t sq_free, unsig;
+    uint32_t rq_owed;           /* receives consumed, not yet reposted (< RQ_BATCH) */
     uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal
                                                  * (| RDMA_VERBS_SIG_SENT) */
     uint64_t last_credit;
@@ -310,7 +312,7 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                                      const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
                                      char *why, size_t len);
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc);
-int rdma_verbs_rq_post(rdma_verbs_conn_t * vc);
+int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
 rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_data.c */

@@ -372,8 +372,9 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
     vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);
-    for (i = 0; vc->completion && i < vc->rq_depth; i++)
-        if (rdma_verbs_rq_post(vc))
+    for (i = 0; vc->completion && i < vc->rq_depth; i += RDMA_VERBS_RQ_BATCH)
+        if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH < vc->rq_depth - i ?
+                               RDMA_VERBS_RQ_BATCH : vc->rq_depth - i))
             break;
     if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
         rdma_verbs_conn_doom(vc, "cannot connect the QP to rank %d on %s: %s", vc->c->peer,

@@ -136,10 +136,16 @@ rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
                          IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int rdma_verbs_rq_post(rdma_verbs_conn_t * vc)
+/* Post n (<= RDMA_VERBS_RQ_BATCH) receives without SGE in one call: they
+ * only take write-with-immediate completions. */
+int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n)
 {
-    struct ibv_recv_wr wr = {.wr_id = vc->token, .num_sge = 0 }, *bad;
-    return ibv_post_recv(vc->qp, &wr, &bad);
+    struct ibv_recv_wr wr[RDMA_VERBS_RQ_BATCH], *bad;
+    uint32_t i;
+
+    for (i = 0; i < n; i++)
+        wr[i] = (struct ibv_recv_wr) {.wr_id = vc->token, .next = i + 1 < n ? &wr[i + 1] : NULL};
+    return ibv_post_recv(vc->qp, wr, &bad);
 }
 
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
@@ -180,7 +186,7 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
 
     vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE + RDMA_VERBS_READS_MAX;
     vc->sq_depth = vc->sq_depth < max_wr ? vc->sq_depth : max_wr;
-    vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE;
+    vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE + RDMA_VERBS_RQ_BATCH;
     vc->rq_depth = vc->rq_depth < max_wr ? vc->rq_depth : max_wr;
     vc->sq_free = vc->sq_depth;
     vc->sig_fifo = calloc(vc->sq_depth, sizeof(*vc->sig_fifo));

@@ -35,6 +35,13 @@
  * a non-inline write are rewritten only after the peer returned their
  * credit, i.e. after the write landed, so no completion is needed for that.
  *
+ * Receive queue (completion-driven only).  The peer's writes-with-immediate
+ * in flight never exceed its frames in our ring (x2 in basic mode) plus
+ * RDMA_VERBS_RQ_RESERVE credit writes; rq_depth adds RDMA_VERBS_RQ_BATCH,
+ * and consumed receives are reposted RQ_BATCH at a time (one
+ * ibv_post_recv per batch, not per frame), so at least the former always
+ * stay posted and the peer never meets an RNR NAK.
+ *
  * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
  * from prm->timeout (16..18), rnr_retry 7.  A peer that died while we wait
  * for credits leaves nothing in flight to fail, so progress() rewrites the
@@ -275,7 +282,10 @@ static void rdma_verbs_wc_recv(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         rdma_verbs_rtu_implied(vc);
     } else if (frames)
         vc->xp->prm.ev.landed(vc->c, frames);
-    if (rdma_verbs_rq_post(vc))
+    if (++vc->rq_owed < RDMA_VERBS_RQ_BATCH)
+        return;
+    vc->rq_owed = 0;
+    if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH))
         rdma_verbs_conn_fail(vc, "connection to rank %d on %s failed: cannot repost a receive",
                              vc->c->peer, vc->host);
 }

@@ -13,12 +13,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 ts=$TOP/test/mpi/testsuite.sh
 "$ts" nemesis "$dirs" "$out"
 "$ts" rdma "$dirs" "$out"
-# Build the programs here: compiling inside the emulated VM would take hours.
-T=$(mpich_prefix rdma)/../build/test/mpi
-for d in ${vmdirs//,/ }; do make -C "$T/$d" -k > "$out/vm-prebuild-$d.log" 2>&1 || true; done
-"$TOP/test/softroce/run-vm" --timeout 14400 --rw "$out" --rw "$T" \
-    --env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs --env TESTSUITE_TAG=rdma-verbs \
-    --env MPITEST_TIMEOUT_MULTIPLIER=4 -- "$ts" rdma "$vmdirs" "$out"
+"$TOP/test/mpi/testsuite-vm.sh" "$vmdirs" "$out"
 # names BUILD DIRS: the tests of DIRS that passed on BUILD
 names() { sed -n 's/^ok *[0-9]* *- \(.*\) # .*/\1/p' "$out/summary-$1.tap" |
     grep -E "^\./(${2//,/|})/" | sort; }

@@ -3,6 +3,7 @@
 # (comma list, e.g. init,pt2pt) against BUILD (rdma|sock|nemesis) with its
 # runtests; writes OUT/summary-BUILD.{tap,xml} and prints "BUILD: P of N passed".
 # Extra environment (e.g. MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs) is inherited.
+# TESTSUITE_BUILD_ONLY=1: only build the helper libraries and DIRS' programs.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 build=$1 dirs=$2 out=$(mkdir -p "$3" && cd "$3" && pwd)
@@ -14,6 +15,10 @@ tag=${TESTSUITE_TAG:-$build}
 # inside single tests, which has failed there (datatype/sendrecvt2).
 (cd "$T/util" && make libmtest_single.la libmtest.la libdtypes.la > "$out/util-build-$tag.log" 2>&1) ||
     { echo "testsuite: building $T/util failed (see $out/util-build-$tag.log)" >&2; exit 1; }
+if [ -n "${TESTSUITE_BUILD_ONLY:-}" ]; then
+    for d in ${dirs//,/ }; do make -C "$T/$d" -k > "$out/prebuild-$d.log" 2>&1 || true; done
+    exit 0
+fi
 (cd "$T" && make testing TESTDIRS="$dirs" TESTLIST=testlist MPIEXEC="$P/bin/mpiexec" \
     SUMMARY_BASENAME="$out/summary-$tag" > "$out/runtests-$tag.log" 2>&1) || true
 total=$(grep -c '^\(not \)\?ok ' "$out/summary-$tag.tap" || true)
