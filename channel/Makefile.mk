@@ -13,6 +13,7 @@ noinst_HEADERS += \
     $(rdma_dir)/include/mpidi_ch3_post.h \
     $(rdma_dir)/include/rdma_status.h \
     $(rdma_dir)/src/rdma_xport.h \
+    $(rdma_dir)/src/rdma_shm.h \
     $(rdma_dir)/src/rdma_link.h \
     $(rdma_dir)/src/rdma_chan.h \
     $(rdma_dir)/src/rdma_config.h \
@@ -36,6 +37,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_cvars.c \
     $(rdma_dir)/src/rdma_link.c \
     $(rdma_dir)/src/rdma_xport_shm.c \
+    $(rdma_dir)/src/rdma_shm_dyn.c \
     $(rdma_dir)/src/rdma_xport_verbs.c \
     $(rdma_dir)/src/rdma_verbs_dev.c \
     $(rdma_dir)/src/rdma_verbs_cm.c \

@@ -28,6 +28,7 @@ int MPIDI_CH3I_RDMA_poll_transports(void);
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_busy(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
+void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc);
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 

@@ -6,9 +6,10 @@
 
 #include "rdma_link.h"
 
-/* Spawn and ports need a connect-to-root path the channel does not have. */
-#define MPIDI_CH3_HAS_NO_DYNAMIC_PROCESS
 #undef MPID_USE_SEQUENCE_NUMBERS
+/* Process groups travel as strings in connect/accept (ch3u_port.c), as
+ * in ch3:sock and ch3:nemesis. */
+#define MPIDI_DEV_IMPLEMENTS_KVS
 
 typedef struct {
     int dummy;
@@ -24,8 +25,13 @@ typedef struct MPIDI_CH3I_VC {
     size_t pkt_off;             /* bytes of *pkt already read */
     rdma_link_t conn;           /* transport connection, pipe, rendezvous */
     struct MPIDI_VC *next_ready;        /* list of READY VCs polled by progress */
-    int on_ready_list;
-    int terminating;            /* 1: close protocol done, 2: torn down */
+    /* packed into the 8 bytes two ints took before accept_tag: the VC
+     * keeps its size, and the hot fields of pg->vct[] their placement */
+    unsigned char on_ready_list;
+    unsigned char terminating;  /* 1: close protocol done, 2: torn down */
+    int accept_tag;             /* a connect-to-root accepted here: its port
+                                 * tag + 1 until READY, when it goes to CH3's
+                                 * accept queue; 0: none */
 } MPIDI_CH3I_VC;
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;

@@ -29,7 +29,7 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t * pg_p, int pg_rank)
 {
     int mpi_errno = MPI_SUCCESS;
 
-    MPIR_ERR_CHKANDJUMP(has_parent, mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|nodyn");
+    MPL_UNREFERENCED_ARG(has_parent);   /* CH3 connects to the parent's port */
     mpi_errno = MPIDI_CH3I_Progress_init();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_RDMA_init(pg_p, pg_rank);
@@ -85,6 +85,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
     vc->ch.pkt = MPL_malloc(sizeof(MPIDI_CH3_Pkt_t), MPL_MEM_BUFFER);
     MPIR_ERR_CHKANDJUMP(vc->ch.pkt == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     vc->ch.conn.xc.state = RDMA_CONN_IDLE;
+    vc->ch.conn.xc.owner = vc;
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -93,6 +94,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
 
 int MPIDI_CH3_VC_Destroy(MPIDI_VC_t * vc)
 {
+    MPIDI_CH3I_RDMA_vc_destroy(vc);
     MPL_free(vc->ch.pkt);
     vc->ch.pkt = NULL;
     return MPI_SUCCESS;

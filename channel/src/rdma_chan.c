@@ -2,8 +2,11 @@
  * rdma_chan.c -- the channel's core over its links (rdma_chan.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
 #include "rdma_chan.h"
 
 static const char *const rdma_chan_keys[RDMA_XP_N] = { "shm", "ib" };
@@ -28,7 +31,7 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node)
 {
     rdma_transport_choice_t t = ch->cfg.transport;
-    int i;
+    int i, k;
 
     for (i = 0; i < ch->size; i++) {
         rdma_link_t *l = ch->owner.link_of(ch->owner.arg, i);
@@ -39,11 +42,22 @@ rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node)
         if (!local && t == RDMA_TRANSPORT_SHM)
             return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "MPIR_CVAR_CH3_RDMA_"
                             "TRANSPORT=shm but the job spans several nodes");
-        l->xc.ops = ch->xp[t == RDMA_TRANSPORT_VERBS || (!local && t != RDMA_TRANSPORT_SHM)
-                           ? RDMA_XP_VERBS : RDMA_XP_SHM].ops;
+        k = t == RDMA_TRANSPORT_VERBS || (!local && t != RDMA_TRANSPORT_SHM)
+            ? RDMA_XP_VERBS : RDMA_XP_SHM;
+        l->xc.ops = ch->xp[k].ops;
         l->xc.peer = i;
+        ch->links[k]++;
     }
     return RDMA_OK;
+}
+
+/* Link i: the job's ranks below size (not this one), then the peers
+ * outside the job (NULL where freed). */
+static rdma_link_t *rdma_chan_link_at(const rdma_chan_t * ch, int i)
+{
+    if (i < ch->size)
+        return i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+    return ch->dyn[i - ch->size].l;
 }
 
 /* --- events the transports report (rdma_xport_events_t) --------------- */
@@ -83,12 +97,33 @@ int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t le
 static rdma_status_t rdma_chan_card_of(void *arg, int rank, char *buf, size_t len)
 {
     rdma_chan_xport_t *x = arg;
+    rdma_chan_t *ch = x->ch;
     char card[1024];
 
-    if (x->ch->owner.card_of(x->ch->owner.arg, rank, card, sizeof(card)) ||
+    if (rank >= ch->size && rank < ch->size + ch->ndyn && ch->dyn[rank - ch->size].l)
+        return rdma_chan_card_token(ch->dyn[rank - ch->size].card, x->key, buf, len)
+            ? RDMA_ERR_PEER : RDMA_OK;
+    if (ch->owner.card_of(ch->owner.arg, rank, card, sizeof(card)) ||
         rdma_chan_card_token(card, x->key, buf, len))
         return RDMA_ERR_PEER;
     return RDMA_OK;
+}
+
+static void rdma_chan_dyn_serve(rdma_chan_t * ch, rdma_link_t * l, int k);
+
+/* A link the owner added without a card is served by the transport that
+ * accepted it. */
+static rdma_conn_t *rdma_chan_accept(void *arg, const char *who)
+{
+    rdma_chan_xport_t *x = arg;
+    rdma_chan_t *ch = x->ch;
+    rdma_link_t *l = ch->owner.accept ? ch->owner.accept(ch->owner.arg, who) : NULL;
+
+    if (l == RDMA_LINK_LATER)
+        return RDMA_CONN_LATER;
+    if (l && !l->xc.ops && l->xc.peer >= ch->size)
+        rdma_chan_dyn_serve(ch, l, (int) (x - ch->xp));
+    return l && l->xc.ops == x->ops ? &l->xc : NULL;
 }
 
 static rdma_status_t rdma_chan_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
@@ -127,7 +162,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->chunk_size = ring->chunk_size;
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
-        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent,
+        rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,
         &ch->xp[k] };
     prm->device = cfg->device;
     prm->port = cfg->port;
@@ -157,39 +192,59 @@ static rdma_status_t rdma_chan_thread_start(rdma_chan_t * ch)
     return rdma_thread_start(&ch->thread, ch->msg, sizeof(ch->msg));
 }
 
+/* This process's secret: what a process outside the job must present to
+ * connect to one of its ports (owner-checked hellos). */
+static void rdma_chan_token_make(rdma_chan_t * ch)
+{
+    uint64_t r;
+    struct timespec ts;
+
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t) sizeof(r)) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = (uint64_t) ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t) getpid() << 32;
+    }
+    snprintf(ch->token, sizeof(ch->token), "%016llx", (unsigned long long) r);
+}
+
+/* Is transport k opened?  For the links of the job, and shm also for
+ * peers outside it (dynamic processes), unless every peer is forced to
+ * verbs. */
+static int rdma_chan_opens(const rdma_chan_t * ch, int k)
+{
+    return ch->links[k] || (k == RDMA_XP_SHM && ch->cfg.transport != RDMA_TRANSPORT_VERBS);
+}
+
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
 {
-    int needed[RDMA_XP_N] = { 0 }, i, k;
+    int i, k;
     rdma_xport_params_t prm;
     char frag[512];
     size_t n = 0;
     rdma_status_t st;
 
-    for (i = 0; i < ch->size; i++) {
-        const rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
-        for (k = 0; l && k < RDMA_XP_N; k++)
-            needed[k] += l->xc.ops == ch->xp[k].ops;
-    }
-    snprintf(card, len, "none");
     for (k = 0; k < RDMA_XP_N; k++) {
-        if (!needed[k])
+        if (!rdma_chan_opens(ch, k))
             continue;
         rdma_chan_params(ch, k, &prm);
-        prm.peers = needed[k];
+        prm.peers = ch->links[k];
         ch->msg[0] = '\0';
         st = ch->xp[k].ops->open(&prm, &ch->xp[k].xp, frag, sizeof(frag), ch->msg,
                                  sizeof(ch->msg));
         if (st != RDMA_OK)
             return st;
-        n += snprintf(card + n, n < len ? len - n : 0, "%s%s:%s", n ? ";" : "", ch->xp[k].key,
-                      frag);
+        n += snprintf(card + n, n < len ? len - n : 0, "%s:%s;", ch->xp[k].key, frag);
     }
     for (i = 0; i < ch->size; i++) {
-        rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+        rdma_link_t *l = rdma_chan_link_at(ch, i);
         for (k = 0; l && k < RDMA_XP_N; k++)
             if (l->xc.ops == ch->xp[k].ops)
                 l->xc.xport = ch->xp[k].xp;
     }
+    strcpy(ch->host, "host:");
+    gethostname(ch->host + 5, sizeof(ch->host) - 6);
+    ch->host[sizeof(ch->host) - 1] = '\0';
+    rdma_chan_token_make(ch);
+    n += snprintf(card + n, n < len ? len - n : 0, "%s;token:%s", ch->host, ch->token);
     if (n >= len)
         return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "business card longer than "
                         "%zu bytes", len);
@@ -201,8 +256,8 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
     int i, k;
 
     memset(c, 0, sizeof(*c));
-    for (i = 0; i < ch->size; i++) {
-        const rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+    for (i = 0; i < ch->size + ch->ndyn; i++) {
+        const rdma_link_t *l = rdma_chan_link_at(ch, i);
 
         if (!l)
             continue;
@@ -242,14 +297,19 @@ rdma_status_t rdma_chan_finalize(rdma_chan_t * ch)
     int i, k;
 
     rdma_thread_stop(&ch->thread);
-    for (i = 0; i < ch->size; i++) {
-        rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
+    for (i = 0; i < ch->size + ch->ndyn; i++) {
+        rdma_link_t *l = rdma_chan_link_at(ch, i);
         if (!l)
             continue;
         rdma_chan_link_report(ch, l);
-        if (l->xc.xport && l->xc.state != RDMA_CONN_IDLE)
+        if (i >= ch->size)
+            rdma_chan_dyn_del(ch, l);
+        else if (l->xc.xport && l->xc.state != RDMA_CONN_IDLE)
             l->xc.ops->close(l->xc.xport, &l->xc);
     }
+    free(ch->dyn);
+    ch->dyn = NULL;
+    ch->ndyn = 0;
     for (k = 0; k < RDMA_XP_N; k++) {
         rdma_chan_xport_report(ch, &ch->xp[k]);
         if (ch->xp[k].xp && ch->xp[k].ops->finalize(ch->xp[k].xp) != RDMA_OK)
@@ -258,6 +318,117 @@ rdma_status_t rdma_chan_finalize(rdma_chan_t * ch)
         ch->xp[k].xp = NULL;
     }
     return st;
+}
+
+/* --- peers outside the job ------------------------------------------- */
+
+/* A free index of the dynamic table (grown as needed), or -1. */
+static int rdma_chan_dyn_slot(rdma_chan_t * ch)
+{
+    rdma_chan_dyn_t *d;
+    int i;
+
+    for (i = 0; i < ch->ndyn; i++)
+        if (!ch->dyn[i].l)
+            return i;
+    d = realloc(ch->dyn, (size_t) (ch->ndyn + 1) * sizeof(*d));
+    if (!d)
+        return -1;
+    ch->dyn = d;
+    memset(&d[ch->ndyn], 0, sizeof(*d));
+    return ch->ndyn++;
+}
+
+static void rdma_chan_dyn_serve(rdma_chan_t * ch, rdma_link_t * l, int k)
+{
+    l->xc.ops = ch->xp[k].ops;
+    l->xc.xport = ch->xp[k].xp;
+    ch->links[k]++;
+}
+
+/* The transport for a process outside the job with that card: shm on
+ * this host; -1 (ch->msg says why) otherwise. */
+static int rdma_chan_dyn_xport(rdma_chan_t * ch, const char *card)
+{
+    char host[sizeof(ch->host)] = "host:", shm[128];
+
+    if (rdma_chan_card_token(card, "host", host + 5, sizeof(host) - 5)) {
+        rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_PEER, "business card \"%.200s\" of a "
+                 "process outside the job names no host", card);
+        return -1;
+    }
+    if (!strcmp(host, ch->host) && ch->xp[RDMA_XP_SHM].xp
+        && !rdma_chan_card_token(card, "shm", shm, sizeof(shm)))
+        return RDMA_XP_SHM;
+    rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "a process outside the job (dynamic "
+             "processes) on %s: this channel connects process groups only through shared "
+             "memory on one host (this is %s)", host + 5, ch->host + 5);
+    return -1;
+}
+
+static char *rdma_chan_strdup(const char *s, int *fail)
+{
+    char *d = s ? strdup(s) : NULL;
+
+    *fail |= s && !d;
+    return d;
+}
+
+rdma_status_t rdma_chan_dyn_add(rdma_chan_t * ch, rdma_link_t * l, const char *card,
+                                const char *hello)
+{
+    int i, k = card ? rdma_chan_dyn_xport(ch, card) : -1, fail = 0;
+    rdma_chan_dyn_t *d;
+
+    if (card && k < 0)
+        return RDMA_ERR_INVAL;
+    i = rdma_chan_dyn_slot(ch);
+    if (i < 0)
+        return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "out of memory");
+    d = &ch->dyn[i];
+    d->card = rdma_chan_strdup(card, &fail);
+    d->hello = rdma_chan_strdup(hello, &fail);
+    if (fail) {
+        free(d->card);
+        free(d->hello);
+        memset(d, 0, sizeof(*d));
+        return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "out of memory");
+    }
+    d->l = l;
+    l->xc.peer = ch->size + i;
+    l->xc.hello = d->hello;
+    if (card)
+        rdma_chan_dyn_serve(ch, l, k);
+    return RDMA_OK;
+}
+
+void rdma_chan_dyn_reopen(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_conn_t *c = &l->xc;
+
+    (void) ch;
+    if (c->state != RDMA_CONN_CLOSED)
+        return;
+    c->ops->close(c->xport, c);
+    c->state = RDMA_CONN_IDLE;
+}
+
+void rdma_chan_dyn_del(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int i = l->xc.peer - ch->size, k;
+    rdma_chan_dyn_t *d;
+
+    if (i < 0 || i >= ch->ndyn || ch->dyn[i].l != l)
+        return;
+    d = &ch->dyn[i];
+    if (l->xc.xport && l->xc.state != RDMA_CONN_IDLE)
+        l->xc.ops->close(l->xc.xport, &l->xc);
+    for (k = 0; k < RDMA_XP_N; k++)
+        ch->links[k] -= l->xc.ops == ch->xp[k].ops;
+    free(d->card);
+    free(d->hello);
+    memset(d, 0, sizeof(*d));
+    l->xc.hello = NULL;
 }
 
 /* --- connections, data ------------------------------------------------ */
@@ -278,8 +449,19 @@ rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l)
 
     if (c->state == RDMA_CONN_FAILED)
         return rdma_chan_conn_error(ch, c, RDMA_ERR_PEER);
+    if (c->state == RDMA_CONN_CLOSED && c->peer >= ch->size && ch->owner.resolve) {
+        st = ch->owner.resolve(ch->owner.arg, l);       /* used again after a close */
+        if (st != RDMA_OK)
+            return st;
+    }
     if (c->state != RDMA_CONN_IDLE)
         return RDMA_OK;
+    if (!c->ops) {
+        st = ch->owner.resolve ? ch->owner.resolve(ch->owner.arg, l)
+            : rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "no transport for this peer");
+        if (st != RDMA_OK)
+            return st;
+    }
     st = c->ops->connect(c->xport, c);
     return st == RDMA_OK ? RDMA_OK : rdma_chan_conn_error(ch, c, st);
 }
@@ -314,9 +496,9 @@ rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
         st = ch->xp[k].ops->progress(ch->xp[k].xp);
         if (st == RDMA_ERR_PEER) {
             /* the peer may tear down its side once the close protocol is done */
-            for (i = 0; i < ch->size; i++) {
-                rdma_link_t *l = i == ch->rank ? NULL : ch->owner.link_of(ch->owner.arg, i);
-                if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, i))
+            for (i = 0; i < ch->size + ch->ndyn; i++) {
+                rdma_link_t *l = rdma_chan_link_at(ch, i);
+                if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, l))
                     return rdma_chan_conn_error(ch, &l->xc, st);
             }
         } else if (st != RDMA_OK) {
@@ -346,7 +528,7 @@ int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
 enum { RDMA_BLOCK_SHORT = 3000 };
 __attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us)
 {
-    int shm = ch->xp[RDMA_XP_SHM].xp != NULL, verbs = ch->xp[RDMA_XP_VERBS].xp != NULL;
+    int shm = ch->links[RDMA_XP_SHM] > 0, verbs = ch->links[RDMA_XP_VERBS] > 0;
     int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
     int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp);
 

@@ -43,10 +43,28 @@ typedef struct rdma_chan_owner {
     /* rank's whole business card (";"-separated "<key>:<fragment>") */
     int (*card_of) (void *arg, int rank, char *buf, size_t len);        /* 0 = ok */
     void (*ready) (void *arg, rdma_link_t * l);
-    /* 1 while the owner still uses the link to rank (a failure matters) */
-    int (*in_use) (void *arg, int rank);
+    /* 1 while the owner still uses link l (a failure matters) */
+    int (*in_use) (void *arg, const rdma_link_t * l);
+    /* Peers outside the job (dynamic processes).  resolve: l is about to
+     * connect but is not known to the core yet (add it: rdma_chan_dyn_add)
+     * or was CLOSED (rdma_chan_dyn_reopen).
+     * accept: a process outside the job connects presenting `who`: its
+     * link (added; without a card, the accepting transport serves it),
+     * NULL to refuse, RDMA_LINK_LATER to be asked again.  Either may be
+     * NULL: none. */
+    rdma_status_t (*resolve) (void *arg, rdma_link_t * l);
+    rdma_link_t *(*accept) (void *arg, const char *who);
     void *arg;
 } rdma_chan_owner_t;
+
+/* owner.accept: not yet (a sentinel, never dereferenced). */
+#define RDMA_LINK_LATER ((rdma_link_t *) (uintptr_t) 1)
+
+/* A link to a peer outside the job: peer id size + its index. */
+typedef struct rdma_chan_dyn {
+    rdma_link_t *l;             /* NULL: free */
+    char *card, *hello;         /* the peer's business card; who we are to it */
+} rdma_chan_dyn_t;
 
 struct rdma_chan {
     rdma_chan_config_t cfg;
@@ -54,6 +72,12 @@ struct rdma_chan {
     const char *job;
     rdma_chan_xport_t xp[RDMA_XP_N];
     rdma_chan_owner_t owner;
+    int links[RDMA_XP_N];       /* links each transport serves */
+    rdma_chan_dyn_t *dyn;       /* [ndyn] */
+    int ndyn;
+    char host[72];              /* host:<name> in the card: who shares shm */
+    char token[24];             /* token:<hex> in the card: this process's
+                                 * secret (rdma_chan_open) */
     rdma_thread_t thread;       /* the channel thread (owner only) */
     char msg[RDMA_MSG_LEN];     /* why the last call failed */
 };
@@ -67,9 +91,10 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
  * node, verbs to the others, unless cfg.transport says otherwise. */
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node);
 
-/* Open the transports some peer needs and start the channel thread if
- * one has background work; card = this process's business card ("none"
- * if no transport was opened). */
+/* Open the transports some peer needs (shm always, for peers outside the
+ * job, unless cfg.transport is verbs) and start the channel thread if one
+ * has background work; card = this process's business card: the opened
+ * transports' fragments, host:<name> and token:<secret>. */
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
 
 /* Stop the channel thread, close every link and finalize the transports
@@ -88,6 +113,18 @@ typedef struct rdma_chan_counters {
 
 /* Same caller rule as every other call: the owner serialises it. */
 void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
+
+/* Peers outside the job (dynamic processes): give l a peer id and the
+ * transport its card calls for (shm on this host; verbs is not served
+ * yet), remembering card and hello (rdma_conn_t); card NULL: l will be
+ * accepted, not connected.  reopen: l, CLOSED by the owner's close
+ * protocol, is used again: its connection is released and l is IDLE
+ * (each connection outside the job has memory of its own).  del closes
+ * l's connection and forgets it. */
+rdma_status_t rdma_chan_dyn_add(rdma_chan_t * ch, rdma_link_t * l, const char *card,
+                                const char *hello);
+void rdma_chan_dyn_reopen(rdma_chan_t * ch, rdma_link_t * l);
+void rdma_chan_dyn_del(rdma_chan_t * ch, rdma_link_t * l);
 
 /* Start connecting l (a no-op once connecting or READY). */
 rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);

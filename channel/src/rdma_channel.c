@@ -16,6 +16,14 @@
  * use; the peer's business card comes from PMI (CH3's P<rank>-businesscard
  * key, published by MPIDI_PG_SetConnInfo).  Settings come validated from
  * rdma_cvars.c.
+ *
+ * Dynamic processes (spawn, connect/accept): VCs of other process groups
+ * and CH3's temporary connect-to-root VCs are links outside the job
+ * (rdma_chan_dyn_add), connected on first use like the others.  A
+ * connecting process presents a hello (rdma_conn_t): "g:<pg id>:<rank>:
+ * <its token>" for a VC of its group, "p:<port tag>:<our token>" for a
+ * port, whose name carries our business card (MPIDI_CH3_Get_business_card).
+ * Hellos without the right token are refused: a port name is a capability.
  */
 #include "mpidi_ch3_impl.h"
 #include <sched.h>
@@ -24,6 +32,7 @@
 
 static rdma_chan_t rdma_chan;
 static MPIDI_PG_t *rdma_pg;
+static char rdma_card[1024];    /* this process's business card */
 struct MPIDI_VC *MPIDI_CH3I_ready_vcs;
 int MPIDI_CH3I_poll_spins;
 
@@ -74,13 +83,181 @@ static void rdma_link_ready(void *arg, rdma_link_t * l)
         vc->ch.next_ready = MPIDI_CH3I_ready_vcs;
         MPIDI_CH3I_ready_vcs = vc;
     }
+    if (vc->ch.accept_tag) {
+        int tag = vc->ch.accept_tag - 1;
+
+        vc->ch.accept_tag = 0;
+        if (MPIDI_CH3I_Acceptq_enqueue(vc, tag) != MPI_SUCCESS)
+            fprintf(stderr, "[ch3:rdma] a connection to port tag %d could not be queued\n", tag);
+    }
+}
+
+/* --- dynamic processes: links outside the job -------------------------- */
+
+/* Who we are to VCs of other process groups (set at init). */
+static char rdma_hello[256];
+
+/* A link outside the job that CH3 closed (MPI_Comm_disconnect) is used
+ * again (connect/accept between the same groups): a new connection. */
+static void rdma_vc_reopen(MPIDI_VC_t * vc)
+{
+    vc->ch.terminating = 0;
+    vc->ch.recv_active = NULL;
+    vc->ch.pkt_off = 0;
+    rdma_chan_dyn_reopen(&rdma_chan, &vc->ch.conn);
+}
+
+/* vc (of another process group) is about to connect: its card from the
+ * group's connection strings (exchanged by CH3's connect/accept), or it
+ * was closed before. */
+static rdma_status_t rdma_link_resolve(void *arg, rdma_link_t * l)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+    char card[sizeof(rdma_card)];
+
+    (void) arg;
+    if (l->xc.state == RDMA_CONN_CLOSED) {
+        rdma_vc_reopen(vc);
+        return RDMA_OK;
+    }
+    if (!vc->pg || vc->pg == rdma_pg
+        || MPIDI_PG_GetConnString(vc->pg, vc->pg_rank, card, sizeof(card)) != MPI_SUCCESS)
+        return rdma_say(rdma_chan.msg, sizeof(rdma_chan.msg), RDMA_ERR_PEER, "no business "
+                        "card for rank %d of process group %s", vc->pg_rank,
+                        vc->pg ? (const char *) vc->pg->id : "(none)");
+    return rdma_chan_dyn_add(&rdma_chan, l, card, rdma_hello);
+}
+
+/* A connect-to-root for the port with that tag: a new VC for CH3's accept
+ * queue (rdma_link_ready). */
+static rdma_link_t *rdma_link_accept_root(int tag)
+{
+    MPIDI_VC_t *vc = MPL_malloc(sizeof(MPIDI_VC_t), MPL_MEM_ADDRESS);
+
+    if (!vc)
+        return NULL;
+    MPIDI_VC_Init(vc, NULL, 0);
+    vc->ch.accept_tag = tag + 1;
+    if (vc->ch.pkt && rdma_chan_dyn_add(&rdma_chan, &vc->ch.conn, NULL, NULL) == RDMA_OK)
+        return &vc->ch.conn;
+    MPIDI_CH3_VC_Destroy(vc);
+    MPL_free(vc);
+    return NULL;
+}
+
+/* The token of process group pg's rank r (its card), or "". */
+static void rdma_pg_token(MPIDI_PG_t * pg, int r, char *token, size_t len)
+{
+    char card[sizeof(rdma_card)];
+
+    if (MPIDI_PG_GetConnString(pg, r, card, sizeof(card)) != MPI_SUCCESS
+        || rdma_chan_card_token(card, "token", token, len))
+        token[0] = '\0';
+}
+
+/* A hello from a process outside the job (rdma_chan_owner_t.accept). */
+static rdma_link_t *rdma_link_accept(void *arg, const char *who)
+{
+    char id[256], token[64], theirs[64];
+    int tag, rank, n = 0;
+    MPIDI_PG_t *pg;
+    MPIDI_VC_t *vc;
+
+    (void) arg;
+    if (sscanf(who, "p:%d:%63s%n", &tag, token, &n) == 2 && !who[n])
+        return strcmp(token, rdma_chan.token) ? NULL : rdma_link_accept_root(tag);
+    if (sscanf(who, "g:%255[^:]:%d:%63s%n", id, &rank, token, &n) != 3 || who[n])
+        return NULL;
+    if (MPIDI_PG_Find(id, &pg) != MPI_SUCCESS || !pg)
+        return RDMA_LINK_LATER;         /* CH3 is still distributing that group */
+    if (pg == rdma_pg || rank < 0 || rank >= pg->size)
+        return NULL;
+    rdma_pg_token(pg, rank, theirs, sizeof(theirs));
+    vc = &pg->vct[rank];
+    if (strcmp(token, theirs))
+        return NULL;
+    if (vc->ch.conn.xc.state == RDMA_CONN_READY
+        && (vc->ch.terminating || vc->state != MPIDI_VC_STATE_ACTIVE))
+        return RDMA_LINK_LATER;         /* our end of the close is still draining */
+    if ((!vc->ch.conn.xc.ops || vc->ch.conn.xc.state == RDMA_CONN_CLOSED)
+        && rdma_link_resolve(NULL, &vc->ch.conn) != RDMA_OK)
+        return NULL;
+    return &vc->ch.conn;
+}
+
+/* CH3 frees a VC: a link outside the job is forgotten (its connection
+ * closed); a world VC keeps its link until finalize. */
+void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc)
+{
+    MPIDI_VC_t **pp;
+
+    for (pp = &MPIDI_CH3I_ready_vcs; *pp; pp = &(*pp)->ch.next_ready)
+        if (*pp == vc) {
+            *pp = vc->ch.next_ready;
+            break;
+        }
+    vc->ch.on_ready_list = 0;
+    rdma_chan_dyn_del(&rdma_chan, &vc->ch.conn);
+}
+
+/* A port name: the tag CH3 put there, then our card (the token in it is
+ * what MPIDI_CH3_Connect_to_root presents). */
+int MPIDI_CH3_Get_business_card(int myRank, char *value, int length)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPL_UNREFERENCED_ARG(myRank);
+    if (MPL_str_add_string_arg(&value, &length, "rdma", rdma_card) != MPL_SUCCESS)
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**buscard_len");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* A new VC connecting to the process that opened port_name; CH3 then
+ * waits for that process to accept (ch3u_port.c). */
+int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
+{
+    int mpi_errno = MPI_SUCCESS, tag;
+    char card[sizeof(rdma_card)], token[64], hello[96];
+    MPIDI_VC_t *vc;
+    rdma_status_t st;
+
+    *new_vc = NULL;
+    if (MPL_str_get_string_arg(port_name, "rdma", card, sizeof(card)) != MPL_SUCCESS
+        || rdma_chan_card_token(card, "token", token, sizeof(token)))
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_PORT, "**ch3|rdma|port", "**ch3|rdma|port %s",
+                             port_name);
+    mpi_errno = MPIDI_GetTagFromPort(port_name, &tag);
+    MPIR_ERR_CHECK(mpi_errno);
+    vc = MPL_malloc(sizeof(MPIDI_VC_t), MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(!vc, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIDI_VC_Init(vc, NULL, 0);
+    MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
+    *new_vc = vc;
+    snprintf(hello, sizeof(hello), "p:%d:%s", tag, token);
+    st = rdma_chan_dyn_add(&rdma_chan, &vc->ch.conn, card, hello);
+    if (st == RDMA_OK)
+        st = rdma_chan_connect(&rdma_chan, &vc->ch.conn);
+    mpi_errno = rdma_mpi_errno(st, RDMA_AT_RUN);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (*new_vc) {
+        MPIDI_CH3_VC_Destroy(*new_vc);
+        MPL_free(*new_vc);
+        *new_vc = NULL;
+    }
+    goto fn_exit;
 }
 
 /* A failed connection only matters while CH3 still uses the VC: the peer
  * may tear down its side once the close protocol is done. */
-static int rdma_vc_in_use(void *arg, int rank)
+static int rdma_vc_in_use(void *arg, const rdma_link_t * l)
 {
-    MPIDI_VC_t *vc = &rdma_pg->vct[rank];
+    MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
     return vc->state == MPIDI_VC_STATE_ACTIVE || vc->state == MPIDI_VC_STATE_INACTIVE;
@@ -182,7 +359,7 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
 {
     static const rdma_xport_ops_t *const ops[RDMA_XP_N] = { &rdma_xport_shm, &rdma_xport_verbs };
     static const rdma_chan_owner_t owner = { rdma_link_of_rank, rdma_card_of, rdma_link_ready,
-        rdma_vc_in_use, NULL
+        rdma_vc_in_use, rdma_link_resolve, rdma_link_accept, NULL
     };
     int mpi_errno = MPI_SUCCESS, i, *node = NULL;
     rdma_chan_config_t cfg;
@@ -212,14 +389,16 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
 int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
 {
     int mpi_errno;
-    char card[1024];
 
     mpi_errno = MPIDI_CH3I_RDMA_init_process_group(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_poll_spins = rdma_poll_spins(pg, pg_rank);
-    mpi_errno = rdma_mpi_errno(rdma_chan_open(&rdma_chan, card, sizeof(card)), RDMA_AT_INIT);
+    mpi_errno = rdma_mpi_errno(rdma_chan_open(&rdma_chan, rdma_card, sizeof(rdma_card)),
+                               RDMA_AT_INIT);
     MPIR_ERR_CHECK(mpi_errno);
-    mpi_errno = MPIDI_PG_SetConnInfo(pg_rank, card);
+    snprintf(rdma_hello, sizeof(rdma_hello), "g:%s:%d:%s", (const char *) pg->id, pg_rank,
+             rdma_chan.token);
+    mpi_errno = MPIDI_PG_SetConnInfo(pg_rank, rdma_card);
     MPIR_ERR_CHECK(mpi_errno);
     rdma_chan_live = 1;
     rdma_pvars_register();

@@ -21,6 +21,12 @@
  *               then asks the owner for the object with ev.conn_of() and
  *               readies it.  Whoever connects first wins; both sides end up
  *               READY once.
+ *               Peers outside the job (dynamic processes) have ids from
+ *               prm.size up, given by the owner, and c->hello set: what this
+ *               side presents when it connects.  The peer's progress()
+ *               hands it to its owner (ev.accept), which answers with the
+ *               connection object, or NULL to refuse.  Transports that
+ *               cannot serve such peers fail connect().
  *   progress()  polls completions and connection requests; never blocks.
  *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
  *               liveness checks stop and a failure seen on c afterwards is
@@ -64,21 +70,29 @@ typedef struct rdma_xport_ops rdma_xport_ops_t;
 
 /* The transport's part of one connection; the owner embeds it. */
 typedef struct rdma_conn {
-    int peer;                   /* rank of the peer in the job */
+    int peer;                   /* rank of the peer in the job; from the
+                                 * job size up: a peer outside the job */
     rdma_conn_state_t state;
     const rdma_xport_ops_t *ops;        /* transport serving this peer */
     rdma_xport_t *xport;
     void *priv;                 /* transport's per-connection state: the ctx
                                  * of pipe_ops and zc */
     void *owner;                /* owner's back pointer (the CH3 VC) */
-    char why[RDMA_MSG_LEN];     /* FAILED: why, one line naming the peer */
+    const char *hello;          /* peer outside the job: who we say we are
+                                 * when we connect (owner's, NUL-terminated) */
+    /* FAILED: why, one line naming the peer; 8 bytes short of RDMA_MSG_LEN
+     * so that hello leaves the size of the VC that embeds this unchanged */
+    char why[RDMA_MSG_LEN - sizeof(const char *)];
 } rdma_conn_t;
+
+/* ev.accept: not yet (a sentinel, never dereferenced). */
+#define RDMA_CONN_LATER ((rdma_conn_t *) (uintptr_t) 1)
 
 /* Mark c FAILED for the reason `why` (kept in c->why). */
 static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
 {
     c->state = RDMA_CONN_FAILED;
-    snprintf(c->why, sizeof(c->why), "%s", why);
+    snprintf(c->why, sizeof(c->why), "%.*s", (int) sizeof(c->why) - 1, why);
     return RDMA_ERR_PEER;
 }
 
@@ -116,6 +130,11 @@ typedef struct rdma_xport_events {
     void (*landed) (rdma_conn_t * c, unsigned frames);  /* completion-driven */
     void (*pulled) (rdma_conn_t * c, size_t bytes);     /* zc pulls, in order */
     void (*sent) (rdma_conn_t * c);     /* the pipe's write_user completed */
+    /* a process outside the job connects, presenting `who` (its hello):
+     * the owner's connection for it (peer id and hello set; IDLE, or
+     * CONNECTING to it), NULL to refuse, or RDMA_CONN_LATER: ask again
+     * later (the owner does not know that peer yet) */
+    rdma_conn_t *(*accept) (void *arg, const char *who);
     void *arg;
 } rdma_xport_events_t;
 

@@ -54,51 +54,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include "rdma_xport.h"
-
-#define SHM_MAGIC 0x6d68732d616d6472ULL /* "rdma-shm" */
-#define SHM_VERSION 2
-#define SHM_PAGE 4096
-#define SHM_JOB_LEN 64
-
-typedef struct shm_hdr {
-    uint64_t magic, version, ring_size, nslots, rank;
-    uint64_t doorbell;          /* bumped by every peer that attaches */
-    char job[SHM_JOB_LEN];
-    /* eventcount for blocking waits (rdma_shm_wait): the owner sets
-     * sleeping before its last poll; a peer that wrote to it and then sees
-     * sleeping bumps wake_seq and wakes the futex */
-    uint32_t wake_seq __attribute__((aligned(64)));
-    uint32_t sleeping;
-} shm_hdr_t;
-
-typedef struct shm_ctl {
-    uint64_t head, tail, attached;
-} __attribute__((aligned(64))) shm_ctl_t;
-
-typedef struct shm_peer {
-    rdma_xport_t *xp;
-    rdma_conn_t *conn;          /* READY connection, or NULL */
-    int used;                   /* was connected once: never again */
-    uint8_t *map;               /* the peer's region */
-    size_t maplen;
-    pid_t pid;                  /* the peer's process, for CMA */
-    shm_ctl_t *rx_ctl;          /* ctl[peer] in my region */
-    shm_ctl_t *tx_ctl;          /* ctl[me] in the peer's region */
-} shm_peer_t;
-
-struct rdma_xport {
-    rdma_xport_params_t prm;
-    int fd;                     /* my memfd, open until finalize */
-    uint8_t *map;
-    size_t maplen;
-    uint64_t doorbell;          /* last value seen */
-    uint32_t wake_key;          /* wake_seq when the wait was armed */
-    shm_peer_t *peer;           /* [size] */
-    int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
-    int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
-    char err[RDMA_MSG_LEN];
-};
+#include "rdma_shm.h"
 
 static size_t rdma_shm_ctl_bytes(size_t nslots)
 {
@@ -107,20 +63,18 @@ static size_t rdma_shm_ctl_bytes(size_t nslots)
 
 static size_t rdma_shm_region_len(size_t ring, size_t nslots)
 {
-    return SHM_PAGE + rdma_shm_ctl_bytes(nslots) + nslots * ring;
+    return SHM_HDR_BYTES + rdma_shm_ctl_bytes(nslots) + nslots * ring;
 }
 
 static shm_ctl_t *rdma_shm_ctl(uint8_t * map, int slot)
 {
-    return (shm_ctl_t *) (map + SHM_PAGE) + slot;
+    return (shm_ctl_t *) (map + SHM_HDR_BYTES) + slot;
 }
 
 static uint8_t *rdma_shm_ring(uint8_t * map, size_t ring, size_t nslots, int slot)
 {
-    return map + SHM_PAGE + rdma_shm_ctl_bytes(nslots) + (size_t) slot * ring;
+    return map + SHM_HDR_BYTES + rdma_shm_ctl_bytes(nslots) + (size_t) slot * ring;
 }
-
-#define SHM_FAIL(xp, code, ...) rdma_say((xp)->err, sizeof((xp)->err), code, __VA_ARGS__)
 
 /* ---- pipe operations: the ring is already written ---- */
 
@@ -128,7 +82,7 @@ static uint8_t *rdma_shm_ring(uint8_t * map, size_t ring, size_t nslots, int slo
  * it if it sleeps.  The fence pairs with the one in rdma_shm_wait_arm
  * (Dekker): either the peer's last poll sees our store, or we see its
  * sleeping flag. */
-static int rdma_shm_wake(shm_peer_t * pe)
+int rdma_shm_wake(shm_peer_t * pe)
 {
     shm_hdr_t *h = (shm_hdr_t *) pe->map;
 
@@ -351,13 +305,43 @@ static const char *rdma_shm_check(const rdma_xport_t * xp, const uint8_t * map, 
         : strncmp(h->job, mine->job, SHM_JOB_LEN) ? "job id" : NULL;
 }
 
+rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, size_t size,
+                              const char *what, uint8_t ** map)
+{
+    char path[64];
+    struct stat st;
+    int e;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        e = errno;
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: cannot open %s of %s: %s%s", path, what,
+                        strerror(e), e == EACCES || e == EPERM
+                        ? " (ptrace scope / different user?)"
+                        : e == ENOENT ? " (peer exited, or on another host?)" : "");
+    }
+    if (fstat(fd, &st) || (size ? (size_t) st.st_size != size : (size_t) st.st_size < len)) {
+        close(fd);
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s of %s is not a %zu-byte region", path,
+                        what, size ? size : len);
+    }
+    *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
+    close(fd);
+    if (*map == MAP_FAILED)
+        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot map %zu bytes of %s: %s", len, what,
+                        strerror(e));
+    madvise(*map, len, MADV_DONTFORK);
+    return RDMA_OK;
+}
+
 /* Map rank q's region as its card describes it. */
 static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
 {
-    char card[128], path[64];
-    int pid, fd, n = 0, e;
+    char card[128], what[32];
+    int pid, fd, n = 0, rc;
     size_t len;
-    struct stat st;
     uint8_t *map;
     const char *bad;
 
@@ -366,27 +350,10 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
     if (sscanf(card, "%d.%d.%zu%n", &pid, &fd, &len, &n) != 3 || card[n] || len != xp->maplen)
         return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: card \"%s\" of rank %d is not ours "
                         "(region of %zu bytes expected)", card, q, xp->maplen);
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-    fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        e = errno;
-        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: cannot open %s of rank %d: %s%s", path, q,
-                        strerror(e), e == EACCES || e == EPERM
-                        ? " (ptrace scope / different user?)"
-                        : e == ENOENT ? " (peer exited, or on another host?)" : "");
-    }
-    if (fstat(fd, &st) || (size_t) st.st_size != len) {
-        close(fd);
-        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s of rank %d is not a %zu-byte region",
-                        path, q, len);
-    }
-    map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    e = errno;
-    close(fd);
-    if (map == MAP_FAILED)
-        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot map %zu bytes of rank %d: %s", len,
-                        q, strerror(e));
-    madvise(map, len, MADV_DONTFORK);
+    snprintf(what, sizeof(what), "rank %d", q);
+    rc = rdma_shm_map_fd(xp, pid, fd, len, len, what, &map);
+    if (rc)
+        return rc;
     bad = rdma_shm_check(xp, map, q);
     if (bad) {
         munmap(map, len);
@@ -407,6 +374,19 @@ static void rdma_shm_unmap(shm_peer_t * pe)
     pe->conn = NULL;
 }
 
+rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
+                            const rdma_conn_mem_t * mem)
+{
+    pe->xp = xp;
+    pe->conn = c;
+    c->priv = pe;
+    if (!xp->prm.ev.bind(xp->prm.ev.arg, c, mem))
+        return RDMA_OK;
+    c->priv = NULL;
+    pe->conn = NULL;
+    return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: cannot set up the pipe to peer %d", c->peer);
+}
+
 /* Set up our end of the connection to c->peer and tell the peer: the one
  * path for connect() and for peers found by progress(). */
 static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
@@ -421,19 +401,15 @@ static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
     rc = rdma_shm_map(xp, q, pe);
     if (rc)
         goto fail;
-    pe->xp = xp;
-    pe->conn = c;
     pe->rx_ctl = rdma_shm_ctl(xp->map, q);
     pe->tx_ctl = rdma_shm_ctl(pe->map, me);
-    c->priv = pe;
     mem.stage = rdma_shm_ring(pe->map, ring, n, me);
     mem.tail_word = &pe->tx_ctl->tail;
     mem.ring = rdma_shm_ring(xp->map, ring, n, q);
     mem.head_word = &pe->rx_ctl->head;
-    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
+    rc = rdma_shm_bind(xp, c, pe, &mem);
+    if (rc) {
         rdma_shm_unmap(pe);
-        c->priv = NULL;
-        rc = SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: cannot set up the pipe to rank %d", q);
         goto fail;
     }
     /* release: our end is set up before the peer may see it */
@@ -450,7 +426,9 @@ static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
 
 static rdma_status_t rdma_shm_connect(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    if (c->peer < 0 || c->peer >= xp->prm.size)
+    if (c->peer >= xp->prm.size)
+        return rdma_shm_dyn_connect(xp, c);
+    if (c->peer < 0)
         return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: no rank %d in a job of size %d", c->peer,
                         xp->prm.size);
     if (xp->peer[c->peer].conn == c)
@@ -467,7 +445,7 @@ static rdma_status_t rdma_shm_progress(rdma_xport_t * xp)
     uint64_t bell = __atomic_load_n(&((shm_hdr_t *) xp->map)->doorbell, __ATOMIC_ACQUIRE);
     int r, rc = RDMA_OK;
 
-    if (bell == xp->doorbell)
+    if (bell == xp->doorbell && !xp->dyn_retry)
         return RDMA_OK;
     xp->doorbell = bell;
     for (r = 0; r < xp->prm.size; r++) {
@@ -483,11 +461,13 @@ static rdma_status_t rdma_shm_progress(rdma_xport_t * xp)
         if (rdma_shm_attach(xp, c) && rc == RDMA_OK)
             rc = RDMA_ERR_PEER;
     }
-    return rc;
+    return rdma_shm_dyn_progress(xp) && rc == RDMA_OK ? RDMA_ERR_PEER : rc;
 }
 
 static rdma_status_t rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
+    if (c->peer >= xp->prm.size)
+        return rdma_shm_dyn_close(xp, c);
     if (c->peer < 0 || c->peer >= xp->prm.size || xp->peer[c->peer].conn != c)
         return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: close of rank %d, which is not connected",
                         c->peer);
@@ -503,6 +483,7 @@ static rdma_status_t rdma_shm_finalize(rdma_xport_t * xp)
 
     for (r = 0; r < xp->prm.size; r++)
         rdma_shm_unmap(&xp->peer[r]);
+    rdma_shm_dyn_finalize(xp);
     if (xp->ptracer_any)        /* to "none": see the top */
         prctl(PR_SET_PTRACER, 0, 0, 0, 0);
     munmap(xp->map, xp->maplen);

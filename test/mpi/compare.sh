@@ -6,7 +6,7 @@
 # passes on nemesis but not on rdma.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-dirs=${1:-init,pt2pt,datatype,comm,errhan,coll,rma,threads}
+dirs=${1:-init,pt2pt,datatype,comm,errhan,coll,rma,threads,spawn}
 out=${2:-$TOP/results/testsuite-$(date +%Y%m%d-%H%M)}
 vmdirs=${3:-init,errhan,pt2pt,rma,threads}
 mkdir -p "$out" && out=$(cd "$out" && pwd)

@@ -40,9 +40,9 @@ static void t_ready(void *arg, rdma_link_t * l)
     ((rank_t *) arg)->ready[l->xc.peer]++;
 }
 
-static int t_in_use(void *arg, int rank)
+static int t_in_use(void *arg, const rdma_link_t * l)
 {
-    return ((rank_t *) arg)->in_use[rank];
+    return ((rank_t *) arg)->in_use[l->xc.peer];
 }
 
 static rdma_chan_config_t t_config(rdma_transport_choice_t t)
@@ -67,7 +67,7 @@ static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
     static const rdma_xport_ops_t *const ops[RDMA_XP_N] = { &fake_xport, &fake_xport2 };
     rdma_chan_config_t cfg = t_config(t);
-    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_in_use, NULL };
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_in_use, NULL, NULL, NULL };
     int r, i;
 
     memset(R, 0, sizeof(R));
@@ -113,24 +113,51 @@ static void test_assign(void)
     ok(world_open(3, split, RDMA_TRANSPORT_AUTO) == 0
        && R[0].link[1].xc.ops == &fake_xport && R[0].link[2].xc.ops == &fake_xport2
        && R[2].link[0].xc.ops == &fake_xport2, "auto: shm on the node, verbs to the other node");
-    ok(!strcmp(R[0].card, "shm:fake0.0;ib:fake1.0") && !strcmp(R[2].card, "ib:fake1.2"),
-       "card names the transports opened: %s | %s", R[0].card, R[2].card);
+    ok(!strncmp(R[0].card, "shm:fake0.0;ib:fake1.0;host:", 28)
+       && !strncmp(R[2].card, "shm:fake0.2;ib:fake1.2;host:", 28),
+       "card names the transports opened and the host: %s | %s", R[0].card, R[2].card);
     ok(R[0].ch.xp[RDMA_XP_SHM].xp->prm.chunk_size == 64
        && R[0].ch.xp[RDMA_XP_VERBS].xp->prm.chunk_size == 256,
        "each transport is opened with its own links' slot size (%zu, %zu)",
        R[0].ch.xp[RDMA_XP_SHM].xp->prm.chunk_size, R[0].ch.xp[RDMA_XP_VERBS].xp->prm.chunk_size);
-    ok(R[2].ch.xp[RDMA_XP_SHM].xp == NULL, "a transport no peer needs is not opened");
+    ok(R[2].ch.xp[RDMA_XP_SHM].xp != NULL && R[2].ch.links[RDMA_XP_SHM] == 0,
+       "shm is opened without shm peers in the job (for processes outside it)");
     world_close();
     ok(world_open(3, one_node, RDMA_TRANSPORT_VERBS) == 0
-       && R[0].link[1].xc.ops == &fake_xport2 && !strcmp(R[1].card, "ib:fake1.1"),
-       "TRANSPORT=verbs: verbs on the node too");
+       && R[0].link[1].xc.ops == &fake_xport2 && !strncmp(R[1].card, "ib:fake1.1;host:", 16)
+       && R[1].ch.xp[RDMA_XP_SHM].xp == NULL, "TRANSPORT=verbs: verbs on the node too, no shm");
     world_close();
     ok(world_open(3, split, RDMA_TRANSPORT_SHM) == -1
        && strstr(R[0].ch.msg, "MPIR_CVAR_CH3_RDMA_TRANSPORT=shm") != NULL,
        "TRANSPORT=shm across nodes refused: %s", R[0].ch.msg);
     world_close();
-    ok(world_open(1, one_node, RDMA_TRANSPORT_AUTO) == 0 && !strcmp(R[0].card, "none"),
-       "a single process opens nothing: card %s", R[0].card);
+    ok(world_open(1, one_node, RDMA_TRANSPORT_AUTO) == 0 && !strncmp(R[0].card, "shm:fake0.0;host:", 17)
+       && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL,
+       "a single process opens shm only (for processes it may spawn): card %s", R[0].card);
+    world_close();
+}
+
+/* Links to processes outside the job: ids from the job size up, shm on
+ * this host only, freed slots reused. */
+static void test_dyn(void)
+{
+    static const int one_node[NR] = { 0, 0, 0 };
+    rdma_link_t a, b, c;
+    char card[300];
+    rdma_chan_t *ch = &R[0].ch;
+
+    memset(&a, 0, sizeof(a)), memset(&b, 0, sizeof(b)), memset(&c, 0, sizeof(c));
+    world_open(2, one_node, RDMA_TRANSPORT_AUTO);
+    snprintf(card, sizeof(card), "shm:fake0.9;%s", ch->host);
+    ok(rdma_chan_dyn_add(ch, &a, card, "me") == RDMA_OK && a.xc.peer == 2
+       && a.xc.ops == &fake_xport && !strcmp(a.xc.hello, "me")
+       && rdma_chan_dyn_add(ch, &b, card, "me") == RDMA_OK && b.xc.peer == 3,
+       "processes outside the job on this host: shm, ids 2 and 3 (job of 2)");
+    ok(rdma_chan_dyn_add(ch, &c, "ib:fake1.9;host:elsewhere", "me") == RDMA_ERR_INVAL
+       && strstr(ch->msg, "on elsewhere") != NULL, "one on another host is refused: %s", ch->msg);
+    rdma_chan_dyn_del(ch, &a);
+    ok(rdma_chan_dyn_add(ch, &c, card, "me") == RDMA_OK && c.xc.peer == 2 && a.xc.hello == NULL,
+       "a freed id is given again");
     world_close();
 }
 
@@ -339,6 +366,7 @@ int main(void)
 {
     test_assign();
     test_card_token();
+    test_dyn();
     test_data();
     test_failures();
     test_closing_window();

@@ -64,7 +64,7 @@ static int node_open(int rank)
     prm.ring_size = RING;
     prm.chunk_size = 256;
     prm.ev = (rdma_xport_events_t) { t_conn_of, t_card_of, t_bind, t_ready, rdma_link_landed,
-        rdma_link_pulled, rdma_link_sent, nd };
+        rdma_link_pulled, rdma_link_sent, NULL, nd };
     return fake_xport.open(&prm, &nd->xp, card, sizeof(card), err, sizeof(err));
 }
 

@@ -78,9 +78,27 @@ static rdma_conn_t *cb_conn_of(void *arg, int rank)
     return &nd->conns[rank].xc;
 }
 
+/* The index of a connection's peer in nd->conns (dynamic: ids from 1). */
+static int peer_index(const node_t * nd, int peer)
+{
+    return nd->sc->dynamic ? peer - 1 : peer;
+}
+
+/* Dynamic: a hello "conform:<rank>" names the connection to that rank. */
+static rdma_conn_t *cb_accept(void *arg, const char *who)
+{
+    node_t *nd = arg;
+    int p = -1;
+
+    if (sscanf(who, "conform:%d", &p) != 1 || p < 0 || p >= nd->sc->nprocs || p == nd->rank)
+        return NULL;
+    return &nd->conns[p].xc;
+}
+
 static int cb_card_of(void *arg, int rank, char *buf, size_t len)
 {
     node_t *nd = arg;
+    rank = peer_index(nd, rank);
     if (rank < 0 || rank >= nd->sc->nprocs || strlen(nd->cards[rank]) >= len)
         return -1;
     strcpy(buf, nd->cards[rank]);
@@ -95,7 +113,7 @@ static int cb_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
 static void cb_conn_ready(void *arg, rdma_conn_t * c)
 {
     node_t *nd = arg;
-    if (nd->ready_calls[c->peer]++ == 0)
+    if (nd->ready_calls[peer_index(nd, c->peer)]++ == 0)
         nd->nready++;
 }
 
@@ -125,7 +143,12 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->chunk_size = 256;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
-        rdma_link_landed, rdma_link_pulled, rdma_link_sent, nd };
+        rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, nd };
+    if (sc->dynamic && nd) {
+        prm->rank = 0;
+        prm->size = 1;
+        prm->job = nd->job;
+    }
     prm->device = conform_t->device;
     prm->gid_index = -1;
     prm->inline_size = sc->inline_size;
@@ -143,10 +166,14 @@ rdma_status_t conform_open(node_t * nd, const scen_t * sc, int rank, char *card,
     nd->rank = rank;
     nd->sc = sc;
     nd->seed = 12345u + (unsigned) rank;
+    snprintf(nd->job, sizeof(nd->job), "%s-%d", conform_t->job, rank);
+    snprintf(nd->hello, sizeof(nd->hello), "conform:%d", rank);
     conform_params(sc, nd, &prm);
     link_fill(sc, &nd->link);
-    for (p = 0; p < CONFORM_MAXP; p++)
-        nd->conns[p].xc.peer = p;
+    for (p = 0; p < CONFORM_MAXP; p++) {
+        nd->conns[p].xc.peer = sc->dynamic ? p + 1 : p;
+        nd->conns[p].xc.hello = sc->dynamic ? nd->hello : NULL;
+    }
     return conform_t->ops->open(&prm, &nd->xp, card, CONFORM_CARD_LEN, err, errlen);
 }
 

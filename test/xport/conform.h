@@ -56,6 +56,9 @@ typedef struct scen {
                                  * way, then quiesce) this rank closes and
                                  * exits at once; the others progress `late`
                                  * s more: no failure may be reported */
+    int dynamic;                /* every rank is a job of its own: its peers are
+                                 * outside the job (ids from 1 up, hellos,
+                                 * ev.accept), as for dynamic processes */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
     double timeout;
@@ -70,6 +73,7 @@ typedef struct node {
     int nready, ready_calls[CONFORM_MAXP];
     rdma_xport_t *xp;
     rdma_thread_t thr;          /* the channel thread, as rdma_chan runs it */
+    char job[64], hello[32];    /* dynamic: this rank's job and hello */
     unsigned seed;
     void *ext[4];               /* the hook's state */
 } node_t;

@@ -1,0 +1,117 @@
+/*
+ * rdma_shm.h: the shared-memory transport's internals, shared by its two
+ * files: rdma_xport_shm.c (the region, peers of the job, the ops table)
+ * and rdma_shm_dyn.c (peers outside the job: dynamic processes).
+ *
+ * Each process owns one region, a memfd mapped shared:
+ *
+ *   header page | mailbox page | ctl[size] (64 B each, page rounded) | ring[size]
+ *
+ * The header and the mailbox are what a process outside the job maps
+ * (SHM_HDR_BYTES): doorbell, futex and connection requests
+ * (rdma_shm_dyn.c).  ctl and ring serve the job's own peers.
+ */
+#ifndef RDMA_SHM_H_INCLUDED
+#define RDMA_SHM_H_INCLUDED
+
+#include <sys/types.h>
+#include "rdma_xport.h"
+
+#define SHM_MAGIC 0x6d68732d616d6472ULL /* "rdma-shm" */
+#define SHM_VERSION 3
+#define SHM_PAGE 4096
+#define SHM_HDR_BYTES (2 * SHM_PAGE)    /* header page, mailbox page */
+#define SHM_JOB_LEN 64
+#define SHM_HELLO_LEN 232
+
+typedef struct shm_hdr {
+    uint64_t magic, version, ring_size, nslots, rank;
+    uint64_t doorbell;          /* bumped by every peer that attaches or
+                                 * posts or answers a request (release) */
+    char job[SHM_JOB_LEN];
+    /* eventcount for blocking waits (rdma_shm_wait): the owner sets
+     * sleeping before its last poll; a peer that wrote to it and then sees
+     * sleeping bumps wake_seq and wakes the futex */
+    uint32_t wake_seq __attribute__((aligned(64)));
+    uint32_t sleeping;
+} shm_hdr_t;
+
+/* One connection request of a process outside the job (mailbox page).
+ * state: FREE -> BUSY (a connector's CAS, acquire) -> POSTED (the
+ * connector's release store after the fields) -> FREE (the owner's
+ * release store once it copied them). */
+enum { SHM_REQ_FREE = 0, SHM_REQ_BUSY, SHM_REQ_POSTED };
+typedef struct shm_req {
+    uint32_t state;
+    int32_t pid, region_fd, link_fd;    /* the connector, its region, the link */
+    uint64_t nonce;             /* the link's (shm_link_t.nonce) */
+    char who[SHM_HELLO_LEN];    /* the connector's hello (rdma_conn_t) */
+} shm_req_t;
+#define SHM_NREQ (SHM_PAGE / sizeof(shm_req_t))
+
+typedef struct shm_ctl {
+    uint64_t head, tail, attached;
+} __attribute__((aligned(64))) shm_ctl_t;
+
+typedef struct shm_peer {
+    rdma_xport_t *xp;
+    rdma_conn_t *conn;          /* READY connection, or NULL */
+    int used;                   /* job peer: was connected once: never again */
+    uint8_t *map;               /* the peer's region (dynamic: its header) */
+    size_t maplen;
+    pid_t pid;                  /* the peer's process, for CMA */
+    shm_ctl_t *rx_ctl;          /* where I store credits for what I receive */
+    shm_ctl_t *tx_ctl;          /* where I store my head */
+    /* dynamic peers only (rdma_shm_dyn.c) */
+    struct shm_peer *next;      /* xp->dyn */
+    uint8_t *link;              /* the connection's own memfd (shm_link_t) */
+    size_t linklen;
+    int link_fd;                /* connector: open until the peer answered */
+    int dir;                    /* 0: I connected, 1: I accepted */
+    int posted;                 /* connector: request in the peer's mailbox */
+} shm_peer_t;
+
+struct rdma_xport {
+    rdma_xport_params_t prm;
+    int fd;                     /* my memfd, open until finalize */
+    uint8_t *map;
+    size_t maplen;
+    uint64_t doorbell;          /* last value seen */
+    uint32_t wake_key;          /* wake_seq when the wait was armed */
+    shm_peer_t *peer;           /* [size] */
+    shm_peer_t *dyn;            /* dynamic peers, connecting or connected */
+    int dyn_retry;              /* our requests waiting for a free mailbox
+                                 * entry, and requests to us the owner will
+                                 * answer later: progress() looks again */
+    uint64_t nonces;            /* links made */
+    int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
+    int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
+    char err[RDMA_MSG_LEN];
+};
+
+#define SHM_FAIL(xp, code, ...) rdma_say((xp)->err, sizeof((xp)->err), code, __VA_ARGS__)
+
+static inline shm_req_t *rdma_shm_mailbox(uint8_t * map)
+{
+    return (shm_req_t *) (map + SHM_PAGE);
+}
+
+/* Wake pe's owner if it sleeps (after a store it may wait for). */
+int rdma_shm_wake(shm_peer_t * pe);
+
+/* Map len bytes of memfd fd of process pid (/proc/<pid>/fd/<fd>), whose
+ * size must be exactly size (0: at least len); what names it in errors. */
+rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, size_t size,
+                              const char *what, uint8_t ** map);
+
+/* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers. */
+rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
+                            const rdma_conn_mem_t * mem);
+
+/* Dynamic peers (rdma_shm_dyn.c): c->peer >= the job size. */
+rdma_status_t rdma_shm_dyn_connect(rdma_xport_t * xp, rdma_conn_t * c);
+rdma_status_t rdma_shm_dyn_progress(rdma_xport_t * xp);
+rdma_status_t rdma_shm_dyn_close(rdma_xport_t * xp, rdma_conn_t * c);
+void rdma_shm_dyn_finalize(rdma_xport_t * xp);
+
+#endif /* RDMA_SHM_H_INCLUDED */

@@ -1,0 +1,338 @@
+/*
+ * rdma_shm_dyn.c: shared-memory connections to processes outside the job
+ * (dynamic processes: spawn, connect/accept); rdma_shm.h.
+ *
+ * Such a peer has no slot in our region, nor we in its.  Each connection
+ * has its own memfd, the link, made by the side that connects:
+ *
+ *   shm_link_t page | ring[0] (connector -> acceptor) | ring[1] (back)
+ *
+ * Handshake (each side's c->hello is its identity, defined by the owner):
+ *   connector  maps the acceptor's header and mailbox (from its card),
+ *              makes the link, claims a mailbox entry (CAS), fills it,
+ *              posts it (release) and rings the doorbell.  A full mailbox
+ *              is retried at every progress().
+ *   acceptor   progress() finds the entry posted (acquire), copies and
+ *              frees it, maps the link and the connector's header, asks the
+ *              owner for the connection (ev.accept(who)), binds the pipe to
+ *              the link, stores link.state ACCEPTED (release) or REFUSED
+ *              and rings the connector's doorbell.
+ *   connector  progress() reads the answer (acquire): ACCEPTED binds its
+ *              end and is READY, REFUSED fails the connection.
+ * Both sides connecting at once make two links for one pair: the link of
+ * the smaller hello wins.  Its acceptor drops its own attempt; the other
+ * side answers the loser's request CROSSED, and the loser, still
+ * CONNECTING, waits for the winner's request.  A request names the link by pid and
+ * fd (/proc) and its nonce: the fd may have been closed and reused since.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memfd_create */
+#endif
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include "rdma_shm.h"
+
+#define SHM_LINK_MAGIC 0x6b6e696c2d616d72ULL    /* "rma-link" */
+/* CROSSED: refused because the acceptor connects to the connector itself
+ * and its link wins; the connector waits for that request instead. */
+enum { SHM_LINK_POSTED = 0, SHM_LINK_ACCEPTED, SHM_LINK_REFUSED, SHM_LINK_CROSSED };
+
+typedef struct shm_link {
+    uint64_t magic, nonce, ring_size;
+    uint64_t state;             /* stored by the acceptor (release), read by
+                                 * the connector (acquire) */
+    shm_ctl_t ctl[2];           /* ctl[d]: the pipe from side d (0 connector,
+                                 * 1 acceptor); head by d, tail by !d */
+} shm_link_t;
+
+static size_t rdma_shm_link_len(const rdma_xport_t * xp)
+{
+    return SHM_PAGE + 2 * xp->prm.ring_size;
+}
+
+/* Side pe->dir sends through ring[dir] and receives from ring[!dir]. */
+static rdma_status_t rdma_shm_dyn_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe)
+{
+    shm_link_t *lk = (shm_link_t *) pe->link;
+    uint8_t *rings = pe->link + SHM_PAGE;
+    size_t ring = xp->prm.ring_size;
+    int d = pe->dir;
+    rdma_conn_mem_t mem = { 0 };
+
+    pe->tx_ctl = &lk->ctl[d];
+    pe->rx_ctl = &lk->ctl[!d];
+    mem.stage = rings + d * ring;
+    mem.tail_word = &pe->tx_ctl->tail;
+    mem.ring = rings + !d * ring;
+    mem.head_word = &pe->rx_ctl->head;
+    return rdma_shm_bind(xp, c, pe, &mem);
+}
+
+static void rdma_shm_dyn_free(rdma_xport_t * xp, shm_peer_t * pe)
+{
+    shm_peer_t **pp;
+
+    for (pp = &xp->dyn; *pp; pp = &(*pp)->next)
+        if (*pp == pe) {
+            *pp = pe->next;
+            break;
+        }
+    if (pe->link)
+        munmap(pe->link, pe->linklen);
+    if (pe->map)
+        munmap(pe->map, pe->maplen);
+    if (pe->link_fd >= 0)
+        close(pe->link_fd);
+    free(pe);
+}
+
+/* The header and mailbox of process pid's region (fd), if it runs our
+ * version with our ring size. */
+static rdma_status_t rdma_shm_dyn_map_hdr(rdma_xport_t * xp, shm_peer_t * pe, int pid, int fd,
+                                          const char *what)
+{
+    const shm_hdr_t *h;
+    rdma_status_t rc = rdma_shm_map_fd(xp, pid, fd, SHM_HDR_BYTES, 0, what, &pe->map);
+
+    if (rc)
+        return rc;
+    pe->maplen = SHM_HDR_BYTES;
+    pe->pid = pid;
+    h = (const shm_hdr_t *) pe->map;
+    if (h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->ring_size == xp->prm.ring_size)
+        return RDMA_OK;
+    return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s runs another version of the channel or "
+                    "another ring size (%llu bytes, ours %zu: set MPIR_CVAR_CH3_RDMA_RING_SIZE "
+                    "alike)", what, (unsigned long long) h->ring_size, xp->prm.ring_size);
+}
+
+/* A new link: its own memfd, kept open until the peer answered. */
+static rdma_status_t rdma_shm_dyn_link_make(rdma_xport_t * xp, shm_peer_t * pe)
+{
+    shm_link_t *lk;
+    struct timespec ts;
+
+    pe->linklen = rdma_shm_link_len(xp);
+    pe->link_fd = memfd_create("ch3-rdma-link", MFD_CLOEXEC);
+    if (pe->link_fd < 0 || ftruncate(pe->link_fd, pe->linklen))
+        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot make a %zu-byte link: %s",
+                        pe->linklen, strerror(errno));
+    pe->link = mmap(NULL, pe->linklen, PROT_READ | PROT_WRITE, MAP_SHARED, pe->link_fd, 0);
+    if (pe->link == MAP_FAILED) {
+        pe->link = NULL;
+        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot map a %zu-byte link: %s",
+                        pe->linklen, strerror(errno));
+    }
+    madvise(pe->link, pe->linklen, MADV_DONTFORK);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lk = (shm_link_t *) pe->link;
+    lk->magic = SHM_LINK_MAGIC;
+    lk->nonce = ((uint64_t) getpid() << 40) ^ (uint64_t) ts.tv_nsec ^ ++xp->nonces << 20;
+    lk->ring_size = xp->prm.ring_size;
+    return RDMA_OK;
+}
+
+/* Put pe's request into the peer's mailbox; 0: no entry free (retried). */
+static int rdma_shm_dyn_post(rdma_xport_t * xp, shm_peer_t * pe)
+{
+    shm_req_t *box = rdma_shm_mailbox(pe->map);
+    uint32_t expect = SHM_REQ_FREE;
+    size_t i;
+
+    for (i = 0; i < SHM_NREQ; i++, expect = SHM_REQ_FREE)
+        if (__atomic_compare_exchange_n(&box[i].state, &expect, SHM_REQ_BUSY, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            break;
+    if (i == SHM_NREQ)
+        return 0;
+    box[i].pid = getpid();
+    box[i].region_fd = xp->fd;
+    box[i].link_fd = pe->link_fd;
+    box[i].nonce = ((shm_link_t *) pe->link)->nonce;
+    snprintf(box[i].who, sizeof(box[i].who), "%s", pe->conn->hello);
+    /* release: the fields before the owner may read them */
+    __atomic_store_n(&box[i].state, SHM_REQ_POSTED, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
+    rdma_shm_wake(pe);
+    pe->posted = 1;
+    return 1;
+}
+
+rdma_status_t rdma_shm_dyn_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    char card[128], what[48];
+    int pid, fd, n = 0;
+    size_t len;
+    shm_peer_t *pe;
+    rdma_status_t rc;
+
+    if (c->priv)
+        return RDMA_OK;         /* connecting already */
+    snprintf(what, sizeof(what), "process %d outside the job", c->peer);
+    if (!c->hello || strlen(c->hello) >= SHM_HELLO_LEN)
+        return SHM_FAIL(xp, RDMA_ERR_INVAL, "shm: %s: no hello, or one longer than %d bytes",
+                        what, SHM_HELLO_LEN - 1);
+    if (xp->prm.ev.card_of(xp->prm.ev.arg, c->peer, card, sizeof(card))
+        || sscanf(card, "%d.%d.%zu%n", &pid, &fd, &len, &n) != 3 || card[n])
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: no usable business card for %s", what);
+    pe = calloc(1, sizeof(*pe));
+    if (!pe)
+        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: out of memory");
+    pe->link_fd = -1;
+    rc = rdma_shm_dyn_map_hdr(xp, pe, pid, fd, what);
+    if (rc == RDMA_OK)
+        rc = rdma_shm_dyn_link_make(xp, pe);
+    if (rc) {
+        rdma_shm_dyn_free(xp, pe);
+        return rc;
+    }
+    pe->xp = xp;
+    pe->conn = c;
+    pe->next = xp->dyn;
+    xp->dyn = pe;
+    c->ops = &rdma_xport_shm;
+    c->xport = xp;
+    c->priv = pe;
+    c->state = RDMA_CONN_CONNECTING;
+    xp->dyn_retry += !rdma_shm_dyn_post(xp, pe);
+    return RDMA_OK;
+}
+
+/* Forget our attempt for c (its request, if the peer still reads it, no
+ * longer matches a link of ours: nonce); c stays CONNECTING. */
+static void rdma_shm_dyn_drop(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_shm_dyn_free(xp, c->priv);
+    c->priv = NULL;
+}
+
+/* The connection request rq: accept it for the owner's connection, or
+ * refuse it; 0: the owner answers later (rq stays posted).  One we cannot
+ * map (the connector went away) is dropped. */
+static int rdma_shm_dyn_accept(rdma_xport_t * xp, const shm_req_t * rq)
+{
+    shm_peer_t *pe = calloc(1, sizeof(*pe));
+    uint64_t answer = SHM_LINK_REFUSED;
+    size_t len = rdma_shm_link_len(xp);
+    rdma_conn_t *c;
+    char what[48];
+
+    snprintf(what, sizeof(what), "connecting process %d", rq->pid);
+    if (pe)
+        pe->link_fd = -1;
+    if (!pe || rdma_shm_dyn_map_hdr(xp, pe, rq->pid, rq->region_fd, what)
+        || rdma_shm_map_fd(xp, rq->pid, rq->link_fd, len, len, what, &pe->link))
+        goto drop;
+    pe->linklen = len;
+    pe->dir = 1;
+    if (((shm_link_t *) pe->link)->magic != SHM_LINK_MAGIC
+        || ((shm_link_t *) pe->link)->nonce != rq->nonce)
+        goto drop;              /* not the link of that request any more */
+    c = xp->prm.ev.accept(xp->prm.ev.arg, rq->who);
+    if (c == RDMA_CONN_LATER) {
+        rdma_shm_dyn_free(xp, pe);
+        return 0;
+    }
+    if (c && c->state == RDMA_CONN_CONNECTING && c->priv && strcmp(rq->who, c->hello) < 0)
+        rdma_shm_dyn_drop(xp, c);
+    if (c && c->state == RDMA_CONN_CONNECTING && c->priv)
+        answer = SHM_LINK_CROSSED;
+    else if (c && (c->state == RDMA_CONN_IDLE || c->state == RDMA_CONN_CONNECTING)) {
+        c->ops = &rdma_xport_shm;
+        c->xport = xp;
+        if (rdma_shm_dyn_bind(xp, c, pe) == RDMA_OK)
+            answer = SHM_LINK_ACCEPTED;
+        else
+            rdma_conn_failed(c, xp->err);
+    }
+    /* release: our end is bound before the connector may write */
+    __atomic_store_n(&((shm_link_t *) pe->link)->state, answer, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
+    rdma_shm_wake(pe);
+    if (answer == SHM_LINK_ACCEPTED) {
+        pe->next = xp->dyn;
+        xp->dyn = pe;
+        c->state = RDMA_CONN_READY;
+        xp->prm.ev.ready(xp->prm.ev.arg, c);
+        return 1;
+    }
+  drop:
+    if (pe)
+        rdma_shm_dyn_free(xp, pe);
+    return 1;
+}
+
+/* Our attempt pe was answered (or still waits for a mailbox entry):
+ * RDMA_ERR_PEER if that failed its connection. */
+static rdma_status_t rdma_shm_dyn_answered(rdma_xport_t * xp, shm_peer_t * pe)
+{
+    rdma_conn_t *c = pe->conn;
+    uint64_t answer;
+
+    if (!pe->posted && !rdma_shm_dyn_post(xp, pe)) {
+        xp->dyn_retry++;
+        return RDMA_OK;
+    }
+    answer = __atomic_load_n(&((shm_link_t *) pe->link)->state, __ATOMIC_ACQUIRE);
+    if (answer == SHM_LINK_POSTED)
+        return RDMA_OK;
+    close(pe->link_fd);
+    pe->link_fd = -1;
+    if (answer == SHM_LINK_ACCEPTED && rdma_shm_dyn_bind(xp, c, pe) == RDMA_OK) {
+        c->state = RDMA_CONN_READY;
+        xp->prm.ev.ready(xp->prm.ev.arg, c);
+        return RDMA_OK;
+    }
+    if (answer == SHM_LINK_REFUSED)
+        SHM_FAIL(xp, RDMA_ERR_PEER, "shm: process %d (pid %d) refused the connection",
+                 c->peer, (int) pe->pid);
+    rdma_shm_dyn_drop(xp, c);
+    return answer == SHM_LINK_CROSSED ? RDMA_OK : rdma_conn_failed(c, xp->err);
+}
+
+rdma_status_t rdma_shm_dyn_progress(rdma_xport_t * xp)
+{
+    shm_req_t *box = rdma_shm_mailbox(xp->map), rq;
+    shm_peer_t *pe, *next;
+    rdma_status_t rc = RDMA_OK;
+    size_t i;
+
+    xp->dyn_retry = 0;
+    for (i = 0; i < SHM_NREQ; i++) {
+        if (__atomic_load_n(&box[i].state, __ATOMIC_ACQUIRE) != SHM_REQ_POSTED)
+            continue;
+        rq = box[i];
+        rq.who[SHM_HELLO_LEN - 1] = '\0';
+        if (rdma_shm_dyn_accept(xp, &rq))
+            __atomic_store_n(&box[i].state, SHM_REQ_FREE, __ATOMIC_RELEASE);
+        else
+            xp->dyn_retry++;
+    }
+    for (pe = xp->dyn; pe; pe = next) {
+        next = pe->next;
+        if (pe->dir == 0 && pe->conn->state == RDMA_CONN_CONNECTING
+            && rdma_shm_dyn_answered(xp, pe))
+            rc = RDMA_ERR_PEER;
+    }
+    return rc;
+}
+
+rdma_status_t rdma_shm_dyn_close(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    if (c->priv)
+        rdma_shm_dyn_free(xp, c->priv);
+    c->priv = NULL;
+    c->state = RDMA_CONN_CLOSED;
+    return RDMA_OK;
+}
+
+void rdma_shm_dyn_finalize(rdma_xport_t * xp)
+{
+    while (xp->dyn)
+        rdma_shm_dyn_free(xp, xp->dyn);
+}

@@ -1,0 +1,129 @@
+/*
+ * mpi_spawn: dynamic processes, data verified both ways (TAP from the
+ * parents' rank 0).
+ *   mpi_spawn [NCHILD [BYTES]]   (default 2 children, 1 MiB)
+ * The parents spawn NCHILD copies of this program, then:
+ *   1 every parent and child exchange 64 B and BYTES with each other
+ *     (eager and rendezvous across the two process groups);
+ *   2 MPI_Intercomm_merge, then an allreduce over both groups;
+ *   3 the children open a port and the parents connect to it: a second
+ *     intercommunicator between the same processes carries data too;
+ *   4 MPI_Comm_disconnect of both, then every group goes on alone.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "mpi_tap.h"
+
+static size_t bytes = 1 << 20;
+
+/* Send my pattern to every remote rank and check what each sends me. */
+static long exchange(MPI_Comm inter, int is_child, size_t n)
+{
+    int rsize, r;
+    long errs = 0;
+    unsigned char *out = malloc(n), *in = malloc(n);
+    MPI_Request rq[2];
+    MPI_Status st[2];
+
+    MPI_Comm_remote_size(inter, &rsize);
+    for (r = 0; r < rsize; r++) {
+        unsigned mine = (unsigned) (is_child * 1000 + rank * 10 + r);
+        unsigned theirs = (unsigned) (!is_child * 1000 + r * 10 + rank);
+
+        fill(out, n, mine);
+        memset(in, 0, n);
+        MPI_Irecv(in, (int) n, MPI_BYTE, r, 7, inter, &rq[0]);
+        MPI_Isend(out, (int) n, MPI_BYTE, r, 7, inter, &rq[1]);
+        MPI_Waitall(2, rq, st);
+        errs += bad_bytes(in, n, theirs) != 0;
+    }
+    free(out);
+    free(in);
+    return errs;
+}
+
+/* One TAP line per check: errors summed over both groups through the
+ * intercommunicator (each group's rank 0 gets the other's sum). */
+static void report_inter(MPI_Comm inter, int is_child, long errs, const char *what)
+{
+    long mine = 0, theirs = 0;
+
+    MPI_Reduce(&errs, &mine, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Sendrecv(&mine, 1, MPI_LONG, 0, 9, &theirs, 1, MPI_LONG, 0, 9, inter,
+                     MPI_STATUS_IGNORE);
+    ntests++;
+    if (rank == 0 && !is_child) {
+        printf("%s %d - %s\n", mine + theirs ? "not ok" : "ok", ntests, what);
+        fflush(stdout);
+    }
+}
+
+static void checks(MPI_Comm inter, int is_child)
+{
+    MPI_Comm merged, inter2;
+    char port[MPI_MAX_PORT_NAME] = "";
+    int one = 1, sum = 0, msize;
+    long errs;
+
+    errs = exchange(inter, is_child, 64) + exchange(inter, is_child, bytes);
+    report_inter(inter, is_child, errs, "data both ways, 64 B and large, parents <-> children");
+
+    MPI_Intercomm_merge(inter, is_child, &merged);
+    MPI_Comm_size(merged, &msize);
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, merged);
+    report_inter(inter, is_child, sum != msize, "merged intracommunicator: allreduce");
+    MPI_Comm_free(&merged);
+
+    if (is_child) {
+        if (rank == 0)
+            MPI_Open_port(MPI_INFO_NULL, port);
+        if (rank == 0)
+            MPI_Send(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 3, inter);
+        MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter2);
+    } else {
+        if (rank == 0)
+            MPI_Recv(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, 3, inter, MPI_STATUS_IGNORE);
+        MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter2);
+    }
+    errs = exchange(inter2, is_child, bytes);
+    report_inter(inter, is_child, errs, "MPI_Comm_connect/accept to the children's port: data");
+    MPI_Comm_disconnect(&inter2);
+    if (is_child && rank == 0)
+        MPI_Close_port(port);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Comm parent, inter;
+    int nchild = argc > 1 ? atoi(argv[1]) : 2, is_child, errcodes[64], i, bad = 0;
+
+    if (argc > 2)
+        bytes = strtoul(argv[2], NULL, 0);
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_get_parent(&parent);
+    is_child = parent != MPI_COMM_NULL;
+    if (is_child) {
+        inter = parent;
+    } else {
+        char *args[] = { argc > 1 ? argv[1] : "2", argc > 2 ? argv[2] : "1048576", NULL };
+        if (nchild > 64)
+            nchild = 64;
+        if (rank == 0)
+            printf("1..4\n");
+        MPI_Comm_spawn(argv[0], args, nchild, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                       errcodes);
+        for (i = 0; i < nchild && rank == 0; i++)
+            bad += errcodes[i] != MPI_SUCCESS;
+    }
+    checks(inter, is_child);
+    MPI_Comm_disconnect(&inter);
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && !is_child)
+        printf("%s 4 - spawn error codes, disconnect, each group alone after it\n",
+               bad ? "not ok" : "ok");
+    MPI_Finalize();
+    return 0;
+}
