@@ -449,19 +449,18 @@ rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l)
 
     if (c->state == RDMA_CONN_FAILED)
         return rdma_chan_conn_error(ch, c, RDMA_ERR_PEER);
-    if (c->state == RDMA_CONN_CLOSED && c->peer >= ch->size && ch->owner.resolve) {
-        st = ch->owner.resolve(ch->owner.arg, l);       /* used again after a close */
+    /* a peer outside the job not known yet, or used again after a close */
+    if (ch->owner.resolve && ((c->state == RDMA_CONN_IDLE && !c->ops)
+                              || (c->state == RDMA_CONN_CLOSED && c->peer >= ch->size))) {
+        st = ch->owner.resolve(ch->owner.arg, l);
         if (st != RDMA_OK)
             return st;
     }
     if (c->state != RDMA_CONN_IDLE)
         return RDMA_OK;
-    if (!c->ops) {
-        st = ch->owner.resolve ? ch->owner.resolve(ch->owner.arg, l)
-            : rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "no transport for this peer");
-        if (st != RDMA_OK)
-            return st;
-    }
+    if (!c->ops)
+        return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "no transport for peer %d",
+                        c->peer);
     st = c->ops->connect(c->xport, c);
     return st == RDMA_OK ? RDMA_OK : rdma_chan_conn_error(ch, c, st);
 }

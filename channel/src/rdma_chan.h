@@ -72,6 +72,8 @@ struct rdma_chan {
     const char *job;
     rdma_chan_xport_t xp[RDMA_XP_N];
     rdma_chan_owner_t owner;
+    /* links, dyn, host, token: the owner's thread only (the channel
+     * thread runs bg_run and conn_of, which never read them) */
     int links[RDMA_XP_N];       /* links each transport serves */
     rdma_chan_dyn_t *dyn;       /* [ndyn] */
     int ndyn;

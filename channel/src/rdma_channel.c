@@ -92,6 +92,19 @@ static void rdma_link_ready(void *arg, rdma_link_t * l)
     }
 }
 
+/* Progress stops polling vc. */
+static void rdma_ready_list_drop(MPIDI_VC_t * vc)
+{
+    MPIDI_VC_t **pp;
+
+    for (pp = &MPIDI_CH3I_ready_vcs; *pp; pp = &(*pp)->ch.next_ready)
+        if (*pp == vc) {
+            *pp = vc->ch.next_ready;
+            break;
+        }
+    vc->ch.on_ready_list = 0;
+}
+
 /* --- dynamic processes: links outside the job -------------------------- */
 
 /* Who we are to VCs of other process groups (set at init). */
@@ -189,14 +202,7 @@ static rdma_link_t *rdma_link_accept(void *arg, const char *who)
  * closed); a world VC keeps its link until finalize. */
 void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc)
 {
-    MPIDI_VC_t **pp;
-
-    for (pp = &MPIDI_CH3I_ready_vcs; *pp; pp = &(*pp)->ch.next_ready)
-        if (*pp == vc) {
-            *pp = vc->ch.next_ready;
-            break;
-        }
-    vc->ch.on_ready_list = 0;
+    rdma_ready_list_drop(vc);
     rdma_chan_dyn_del(&rdma_chan, &vc->ch.conn);
 }
 
@@ -494,15 +500,7 @@ __attribute__ ((cold)) int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progr
  * finalize so late credit writes from the peer still land somewhere valid. */
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc)
 {
-    MPIDI_VC_t **pp;
-
-    for (pp = &MPIDI_CH3I_ready_vcs; *pp; pp = &(*pp)->ch.next_ready) {
-        if (*pp == vc) {
-            *pp = vc->ch.next_ready;
-            break;
-        }
-    }
-    vc->ch.on_ready_list = 0;
+    rdma_ready_list_drop(vc);
     rdma_link_quiesce(&vc->ch.conn);
     return MPI_SUCCESS;
 }

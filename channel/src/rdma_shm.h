@@ -99,6 +99,11 @@ static inline shm_req_t *rdma_shm_mailbox(uint8_t * map)
 /* Wake pe's owner if it sleeps (after a store it may wait for). */
 int rdma_shm_wake(shm_peer_t * pe);
 
+/* A new memfd of len bytes (named name), mapped shared; on failure
+ * nothing is left and err says why. */
+rdma_status_t rdma_shm_memfd_make(const char *name, size_t len, int *fd, uint8_t ** map,
+                                  char *err, size_t errlen);
+
 /* Map len bytes of memfd fd of process pid (/proc/<pid>/fd/<fd>), whose
  * size must be exactly size (0: at least len); what names it in errors. */
 rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, size_t size,

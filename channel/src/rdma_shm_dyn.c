@@ -116,19 +116,13 @@ static rdma_status_t rdma_shm_dyn_link_make(rdma_xport_t * xp, shm_peer_t * pe)
 {
     shm_link_t *lk;
     struct timespec ts;
+    rdma_status_t rc;
 
     pe->linklen = rdma_shm_link_len(xp);
-    pe->link_fd = memfd_create("ch3-rdma-link", MFD_CLOEXEC);
-    if (pe->link_fd < 0 || ftruncate(pe->link_fd, pe->linklen))
-        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot make a %zu-byte link: %s",
-                        pe->linklen, strerror(errno));
-    pe->link = mmap(NULL, pe->linklen, PROT_READ | PROT_WRITE, MAP_SHARED, pe->link_fd, 0);
-    if (pe->link == MAP_FAILED) {
-        pe->link = NULL;
-        return SHM_FAIL(xp, RDMA_ERR_NOMEM, "shm: cannot map a %zu-byte link: %s",
-                        pe->linklen, strerror(errno));
-    }
-    madvise(pe->link, pe->linklen, MADV_DONTFORK);
+    rc = rdma_shm_memfd_make("ch3-rdma-link", pe->linklen, &pe->link_fd, &pe->link, xp->err,
+                             sizeof(xp->err));
+    if (rc)
+        return rc;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     lk = (shm_link_t *) pe->link;
     lk->magic = SHM_LINK_MAGIC;

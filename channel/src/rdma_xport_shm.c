@@ -214,29 +214,44 @@ static int rdma_shm_yama_scope(void)
 /* ---- lifecycle ---- */
 
 /* This process's region: a memfd of maplen bytes, mapped, header set. */
+rdma_status_t rdma_shm_memfd_make(const char *name, size_t len, int *fd, uint8_t ** map,
+                                  char *err, size_t errlen)
+{
+    const char *step = "memfd_create";
+
+    *fd = memfd_create(name, MFD_CLOEXEC);
+    if (*fd < 0)
+        goto fail;
+    step = "ftruncate";
+    if (ftruncate(*fd, len))
+        goto fail_fd;
+    step = "mmap";
+    *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    if (*map == MAP_FAILED)
+        goto fail_fd;
+    madvise(*map, len, MADV_DONTFORK);
+    return RDMA_OK;
+  fail_fd:
+    close(*fd);
+    *fd = -1;
+  fail:
+    *map = NULL;
+    return rdma_say(err, errlen, RDMA_ERR_NOMEM, "shm: cannot make the %zu-byte %s (%s): %s",
+                    len, name, step, strerror(errno));
+}
+
 static rdma_status_t rdma_shm_region_make(rdma_xport_t * xp, char *err, size_t errlen)
 {
     const rdma_xport_params_t *prm = &xp->prm;
     char name[SHM_JOB_LEN + 32];
     shm_hdr_t *h;
+    rdma_status_t rc;
 
     xp->maplen = rdma_shm_region_len(prm->ring_size, prm->size);
     snprintf(name, sizeof(name), "ch3-rdma.%s.%d", prm->job ? prm->job : "", prm->rank);
-    xp->fd = memfd_create(name, MFD_CLOEXEC);
-    if (xp->fd < 0)
-        return rdma_say(err, errlen, RDMA_ERR_SYS, "shm: memfd_create: %s", strerror(errno));
-    if (ftruncate(xp->fd, xp->maplen)) {
-        rdma_say(err, errlen, RDMA_ERR_NOMEM, "shm: cannot size the %zu-byte region: %s",
-                 xp->maplen, strerror(errno));
-        goto fail_fd;
-    }
-    xp->map = mmap(NULL, xp->maplen, PROT_READ | PROT_WRITE, MAP_SHARED, xp->fd, 0);
-    if (xp->map == MAP_FAILED) {
-        rdma_say(err, errlen, RDMA_ERR_NOMEM, "shm: cannot map the %zu-byte region: %s",
-                 xp->maplen, strerror(errno));
-        goto fail_fd;
-    }
-    madvise(xp->map, xp->maplen, MADV_DONTFORK);
+    rc = rdma_shm_memfd_make(name, xp->maplen, &xp->fd, &xp->map, err, errlen);
+    if (rc)
+        return rc;
     h = (shm_hdr_t *) xp->map;
     h->version = SHM_VERSION;
     h->ring_size = prm->ring_size;
@@ -245,9 +260,6 @@ static rdma_status_t rdma_shm_region_make(rdma_xport_t * xp, char *err, size_t e
     snprintf(h->job, sizeof(h->job), "%s", prm->job ? prm->job : "");
     h->magic = SHM_MAGIC;
     return RDMA_OK;
-  fail_fd:
-    close(xp->fd);
-    return RDMA_ERR_NOMEM;
 }
 
 static rdma_status_t rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
@@ -468,7 +480,7 @@ static rdma_status_t rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     if (c->peer >= xp->prm.size)
         return rdma_shm_dyn_close(xp, c);
-    if (c->peer < 0 || c->peer >= xp->prm.size || xp->peer[c->peer].conn != c)
+    if (c->peer < 0 || xp->peer[c->peer].conn != c)
         return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: close of rank %d, which is not connected",
                         c->peer);
     rdma_shm_unmap(&xp->peer[c->peer]);
