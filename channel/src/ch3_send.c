@@ -95,6 +95,11 @@ static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
     size_t nb = 0, total = 0;
     int i;
 
+    /* the header's length on the wire depends on the link's transport,
+     * which a VC of another process group learns when it first connects */
+    if (unlikely(vc->ch.conn.xc.state != RDMA_CONN_READY)
+        && (mpi_errno = MPIDI_CH3I_RDMA_connect(vc)) != MPI_SUCCESS)
+        MPIR_ERR_POP(mpi_errno);
     iov[0].iov_len = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
     for (i = 0; i < n; i++)
         total += iov[i].iov_len;

@@ -25,7 +25,7 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
     ch->owner = *owner;
     rdma_thread_init(&ch->thread);
     for (k = 0; k < RDMA_XP_N; k++)
-        ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch };
+        ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch, 0 };
 }
 
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node)
@@ -206,30 +206,43 @@ static void rdma_chan_token_make(rdma_chan_t * ch)
     snprintf(ch->token, sizeof(ch->token), "%016llx", (unsigned long long) r);
 }
 
-/* Is transport k opened?  For the links of the job, and shm also for
- * peers outside it (dynamic processes), unless every peer is forced to
- * verbs. */
+/* Is transport k opened?  1: for the links of the job, or shm for peers
+ * outside it (dynamic processes) unless every peer is forced to verbs;
+ * 2: verbs for peers outside the job only, if it can be. */
 static int rdma_chan_opens(const rdma_chan_t * ch, int k)
 {
-    return ch->links[k] || (k == RDMA_XP_SHM && ch->cfg.transport != RDMA_TRANSPORT_VERBS);
+    rdma_transport_choice_t t = ch->cfg.transport;
+
+    if (ch->links[k])
+        return 1;
+    if (k == RDMA_XP_SHM)
+        return t != RDMA_TRANSPORT_VERBS;
+    return t != RDMA_TRANSPORT_SHM ? 2 : 0;
 }
 
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
 {
-    int i, k;
+    int i, k, opens;
     rdma_xport_params_t prm;
     char frag[512];
     size_t n = 0;
     rdma_status_t st;
 
     for (k = 0; k < RDMA_XP_N; k++) {
-        if (!rdma_chan_opens(ch, k))
+        if (!(opens = rdma_chan_opens(ch, k))) {
+            snprintf(ch->xp_why[k], sizeof(ch->xp_why[k]), "MPIR_CVAR_CH3_RDMA_TRANSPORT="
+                     "%s", k == RDMA_XP_SHM ? "verbs" : "shm");
             continue;
+        }
         rdma_chan_params(ch, k, &prm);
         prm.peers = ch->links[k];
         ch->msg[0] = '\0';
         st = ch->xp[k].ops->open(&prm, &ch->xp[k].xp, frag, sizeof(frag), ch->msg,
                                  sizeof(ch->msg));
+        if (st != RDMA_OK && opens == 2) {
+            snprintf(ch->xp_why[k], sizeof(ch->xp_why[k]), "%s", ch->msg);
+            continue;
+        }
         if (st != RDMA_OK)
             return st;
         n += snprintf(card + n, n < len ? len - n : 0, "%s:%s;", ch->xp[k].key, frag);
@@ -346,23 +359,36 @@ static void rdma_chan_dyn_serve(rdma_chan_t * ch, rdma_link_t * l, int k)
     ch->links[k]++;
 }
 
+/* Does the card hold an address of transport k, opened here? */
+static int rdma_chan_card_serves(const rdma_chan_t * ch, const char *card, int k)
+{
+    char frag[256];
+
+    return ch->xp[k].xp && !rdma_chan_card_token(card, ch->xp[k].key, frag, sizeof(frag));
+}
+
 /* The transport for a process outside the job with that card: shm on
- * this host; -1 (ch->msg says why) otherwise. */
+ * this host, else verbs; -1 (ch->msg says why) otherwise. */
 static int rdma_chan_dyn_xport(rdma_chan_t * ch, const char *card)
 {
-    char host[sizeof(ch->host)] = "host:", shm[128];
+    char host[sizeof(ch->host)] = "host:";
+    const char *why = ch->xp_why[RDMA_XP_VERBS];
 
     if (rdma_chan_card_token(card, "host", host + 5, sizeof(host) - 5)) {
         rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_PEER, "business card \"%.200s\" of a "
                  "process outside the job names no host", card);
         return -1;
     }
-    if (!strcmp(host, ch->host) && ch->xp[RDMA_XP_SHM].xp
-        && !rdma_chan_card_token(card, "shm", shm, sizeof(shm)))
+    if (!strcmp(host, ch->host) && rdma_chan_card_serves(ch, card, RDMA_XP_SHM))
         return RDMA_XP_SHM;
-    rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "a process outside the job (dynamic "
-             "processes) on %s: this channel connects process groups only through shared "
-             "memory on one host (this is %s)", host + 5, ch->host + 5);
+    if (rdma_chan_card_serves(ch, card, RDMA_XP_VERBS))
+        return RDMA_XP_VERBS;
+    if (ch->xp[RDMA_XP_VERBS].xp)
+        why = "it has no verbs address (no RDMA device there, or "
+            "MPIR_CVAR_CH3_RDMA_TRANSPORT=shm)";
+    rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "cannot reach a process outside the "
+             "job (dynamic processes) on %s from %s: shared memory only on one host, and "
+             "verbs: %s", host + 5, ch->host + 5, why);
     return -1;
 }
 
@@ -490,7 +516,9 @@ rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
     int i, k;
 
     for (k = 0; k < RDMA_XP_N; k++) {
-        if (!ch->xp[k].xp)
+        /* one serving no link yet has at most requests from outside the
+         * job: every 64th call, and before each sleep (rdma_chan_wait_arm) */
+        if (!ch->xp[k].xp || (!ch->links[k] && (++ch->xp[k].idle_polls & 63)))
             continue;
         st = ch->xp[k].ops->progress(ch->xp[k].xp);
         if (st == RDMA_ERR_PEER) {
@@ -529,7 +557,10 @@ __attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long ov
 {
     int shm = ch->links[RDMA_XP_SHM] > 0, verbs = ch->links[RDMA_XP_VERBS] > 0;
     int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
-    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp);
+    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp), i;
+
+    for (i = 0; i < RDMA_XP_N; i++)     /* the poll before the sleep reaches all */
+        ch->xp[i].idle_polls |= 63;
 
     *us = armed && !(shm && verbs) ? (threaded ? 1000 : 20000) : over < RDMA_BLOCK_SHORT ? 50
         : 500;

@@ -35,6 +35,8 @@ typedef struct rdma_chan_xport {
     rdma_xport_t *xp;           /* NULL: not opened (no peer needs it) */
     const char *key;            /* "shm", "ib" */
     rdma_chan_t *ch;
+    unsigned idle_polls;        /* polls while it serves no link (owner only):
+                                 * it is polled when this is 0 mod 64 */
 } rdma_chan_xport_t;
 
 /* What the owner provides. */
@@ -82,6 +84,8 @@ struct rdma_chan {
                                  * secret (rdma_chan_open) */
     rdma_thread_t thread;       /* the channel thread (owner only) */
     char msg[RDMA_MSG_LEN];     /* why the last call failed */
+    char xp_why[RDMA_XP_N][RDMA_MSG_LEN];       /* xp[k] not opened: why (cold,
+                                                 * off the poll's cache lines) */
 };
 
 /* Set up ch (nothing opened yet); ops[k] serves transport k. */
@@ -93,10 +97,11 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
  * node, verbs to the others, unless cfg.transport says otherwise. */
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node);
 
-/* Open the transports some peer needs (shm always, for peers outside the
- * job, unless cfg.transport is verbs) and start the channel thread if one
- * has background work; card = this process's business card: the opened
- * transports' fragments, host:<name> and token:<secret>. */
+/* Open the transports some peer needs, and for peers outside the job
+ * (dynamic processes) shm unless cfg.transport is verbs and verbs unless
+ * it is shm (if it can: no device is no error here); start the channel
+ * thread if one has background work; card = this process's business card:
+ * the opened transports' fragments, host:<name> and token:<secret>. */
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
 
 /* Stop the channel thread, close every link and finalize the transports
@@ -117,8 +122,8 @@ typedef struct rdma_chan_counters {
 void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
 
 /* Peers outside the job (dynamic processes): give l a peer id and the
- * transport its card calls for (shm on this host; verbs is not served
- * yet), remembering card and hello (rdma_conn_t); card NULL: l will be
+ * transport its card calls for (shm on this host, else verbs), remembering
+ * card and hello (rdma_conn_t); card NULL: l will be
  * accepted, not connected.  reopen: l, CLOSED by the owner's close
  * protocol, is used again: its connection is released and l is IDLE
  * (each connection outside the job has memory of its own).  del closes

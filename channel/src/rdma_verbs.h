@@ -3,10 +3,13 @@
  * include it.  One job per file:
  *   rdma_xport_verbs.c  the rdma_xport_ops_t: open, connect, close,
  *                       finalize, describe
- *   rdma_verbs_dev.c    device, port and GID selection, memory, fork
+ *   rdma_verbs_dev.c    device, port and GID selection, memory, fork, the
+ *                       connection manager's UD QP
  *   rdma_verbs_cm.c     connection manager (UD), run by the channel thread
- *   rdma_verbs_conn.c   connection objects and the RC QP state machine
- *   rdma_verbs_data.c   data path: writes, completions, progress, waiting
+ *   rdma_verbs_conn.c   connection objects, cards and peer addresses, the RC
+ *                       QP state machine
+ *   rdma_verbs_data.c   data path: writes, completions, progress, waiting;
+ *                       main's adoption of what the CM finished
  *   rdma_verbs_reg.c    registration caches and zero-copy RDMA reads
  *   rdma_verbs_eager.c  eager sends from frequent user buffers (seed 001)
  *
@@ -81,9 +84,13 @@
 enum {
     RDMA_VERBS_UD_NRECV = 64,
     RDMA_VERBS_UD_NSEND = 32,
-    RDMA_VERBS_UD_SLOT = 256,   /* GRH (40) + message */
+    RDMA_VERBS_UD_SLOT = 512,   /* GRH (40) + message */
     RDMA_VERBS_GRH = 40,
     RDMA_VERBS_HOST = 64,       /* host name in cards and CM messages */
+    RDMA_VERBS_HELLO = 256,     /* a hello (peer outside the job), NUL included */
+    RDMA_VERBS_DYN_SLOTS = 1024,        /* connections outside the job, at most */
+    RDMA_VERBS_PARK = 16,       /* REQs from outside the job awaiting main */
+    RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs, at most */
     RDMA_VERBS_MAGIC = 0x63683372,
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
@@ -109,7 +116,9 @@ enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS
 /* Immediate data: kind in bits 0-1; a frame write carries its frame count
  * in bits 2-31 (a superpipeline group holds several frames). */
 enum { RDMA_VERBS_IMM_FRAME = 1, RDMA_VERBS_IMM_CREDIT = 2, RDMA_VERBS_IMM_HEAD = 3 };
-enum { RDMA_VERBS_MSG_REQ = 1, RDMA_VERBS_MSG_REP = 2, RDMA_VERBS_MSG_RTU = 3 };
+enum { RDMA_VERBS_MSG_REQ = 1, RDMA_VERBS_MSG_REP = 2, RDMA_VERBS_MSG_RTU = 3,
+    RDMA_VERBS_MSG_REJ = 4      /* a REQ from outside the job refused by the owner */
+};
 
 typedef enum {
     RDMA_VERBS_CM_NONE = 0,     /* resources, no REQ sent or answered */
@@ -121,7 +130,10 @@ typedef enum {
 
 /* CM message; both ends share byte order (homogeneous jobs).  A REQ also
  * carries the sender's address, so the responder (the channel thread)
- * needs no PMI lookup. */
+ * needs no PMI lookup.  dyn: the sender's peer is outside its job; then
+ * src and dst are not ranks of the receiver's job, a REQ carries the
+ * sender's hello (c->hello) and a message is sent only up to the hello's
+ * NUL (rdma_verbs_msg_len); without dyn it ends before hello. */
 typedef struct rdma_verbs_msg {
     uint32_t magic;
     uint8_t type, in_order, rd_atomic, basic;
@@ -135,10 +147,13 @@ typedef struct rdma_verbs_msg {
     uint8_t gid[16];            /* sender's GID, LID, CM QP, QKEY, auth */
     uint32_t udqpn, qkey;
     uint16_t lid;
-    uint8_t mtu, pad[5];        /* sender's port MTU (enum ibv_mtu) */
+    uint8_t mtu;                /* sender's port MTU (enum ibv_mtu) */
+    uint8_t dyn, pad[4];
     uint64_t src_auth;
     char host[RDMA_VERBS_HOST];
+    char hello[RDMA_VERBS_HELLO];
 } rdma_verbs_msg_t;
+#define RDMA_VERBS_MSG_MIN offsetof(rdma_verbs_msg_t, hello)
 _Static_assert(RDMA_VERBS_GRH + sizeof(rdma_verbs_msg_t) <= RDMA_VERBS_UD_SLOT,
                "a CM message must fit a UD receive slot");
 
@@ -187,6 +202,8 @@ typedef struct rdma_verbs_conn {
     uint32_t peer_udqpn, peer_qkey, psn;        /* [fixed] */
     uint64_t peer_auth;         /* [fixed] the peer's CM secret */
     char host[RDMA_VERBS_HOST]; /* [fixed] the peer's host name */
+    char who[40];               /* [fixed] the peer in diagnoses: "rank R",
+                                 * or "process P outside the job" */
     rdma_verbs_mem_t ring, stage, ctl;  /* [fixed] */
     rdma_verbs_msg_t remote;    /* [adopt] the peer's REQ or REP */
     enum ibv_mtu mtu;           /* [adopt] min(ours, the peer's) */
@@ -233,9 +250,9 @@ struct rdma_xport {
     struct ibv_qp *ud;          /* [fixed] */
     rdma_verbs_mem_t udm;       /* [fixed] */
     uint32_t ud_send_next, ud_send_free;        /* [cm] */
-    /* slots[] has prm.size entries (at most one connection per peer), so it
-     * never moves: main reads an entry without the lock (atomic acquire;
-     * the CM publishes with release after gens[]). */
+    /* slots[] has prm.size + RDMA_VERBS_DYN_SLOTS entries (at most one
+     * connection per peer), so it never moves: main reads an entry without
+     * the lock (atomic acquire; the CM publishes with release after gens[]). */
     rdma_verbs_conn_t **slots;
     uint32_t *gens, nslots;     /* [cm]; nslots [fixed] */
     rdma_verbs_conn_t *adopt;   /* [cm] finished by the CM, for main */
@@ -246,6 +263,16 @@ struct rdma_xport {
     uint64_t cm_dropped;        /* [cm] CM datagrams without our auth */
     uint64_t cm_refused;        /* [cm] REQs we could not accept; the last why: */
     char cm_why[RDMA_MSG_LEN];  /* [cm] */
+    /* REQs from outside the job: the CM parks them, main asks its owner
+     * (ev.accept may call into MPICH: never on the thread) */
+    struct rdma_verbs_parked {
+        rdma_verbs_msg_t m;
+        double t_expire;        /* dropped after: the connector gave up */
+    } parked[RDMA_VERBS_PARK];  /* [cm] */
+    int n_parked;               /* [cm]; main peeks with a relaxed atomic load */
+    struct ibv_ah *rej_ah[RDMA_VERBS_REJ_AH];   /* [cm] kept until finalize: a
+                                                 * send may still use one */
+    int n_rej_ah;               /* [cm] */
     unsigned short rng[3];      /* [cm] PSNs; leaves the application's lrand48 alone */
     int qp_timeout, in_order_override;  /* [fixed] */
     int n_connecting;           /* [cm] */
@@ -288,34 +315,37 @@ struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp);
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen);
 void rdma_verbs_dev_teardown(rdma_xport_t * xp);
 rdma_status_t rdma_verbs_cm_keys(rdma_xport_t * xp);
-
-/* rdma_verbs_cm.c: [cm] unless marked */
 uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i);
 int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i);
 rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp);
-void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len);
-rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p);
+
+/* rdma_verbs_cm.c: [cm] unless marked */
 void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type);
 enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote);
 void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m);
 double rdma_verbs_cm_run(void *xp, double now);  /* the thread's bg_run; locks */
 void rdma_verbs_fd_poke(int fd);
 rdma_status_t rdma_verbs_cm_connect(rdma_xport_t * xp, rdma_conn_t * c);       /* main; locks */
-void rdma_verbs_adopt(rdma_xport_t * xp);       /* main; locks */
+void rdma_verbs_cm_parked(rdma_xport_t * xp);   /* main; locks */
 void rdma_verbs_rtu_implied(rdma_verbs_conn_t * vc);    /* main; locks */
-void __attribute__((format(printf, 2, 3)))
-rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* main; locks */
 
-/* rdma_verbs_conn.c: [cm] but lookup */
+/* rdma_verbs_conn.c: [cm] but lookup and the card and message readers */
+void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len);
+rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p);
+void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p);
 rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token);
 rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                                      const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
                                      char *why, size_t len);
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc);
+void rdma_verbs_path_of(rdma_xport_t * xp, const rdma_verbs_peer_t * p, struct ibv_ah_attr *ah);
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
 rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
-/* rdma_verbs_data.c */
+/* rdma_verbs_data.c (main) */
+void rdma_verbs_adopt(rdma_xport_t * xp);       /* locks */
+void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* locks */
 rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
                                  uint64_t raddr, uint32_t rkey, int imm, int flags);
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,

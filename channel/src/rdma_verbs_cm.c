@@ -2,10 +2,12 @@
  * rdma_verbs_cm.c -- the verbs transport: connection manager (rdma_verbs.h).
  * It runs in the channel thread (rdma_verbs_cm_run, the transport's
  * bg_run) with xp->cm_lock held; main enters it only to start a connection
- * (rdma_verbs_cm_connect) and to adopt what it finished (rdma_verbs_adopt).
+ * (rdma_verbs_cm_connect), to hand it REQs from outside the job
+ * (rdma_verbs_cm_parked) and to adopt what it finished (rdma_verbs_adopt,
+ * rdma_verbs_data.c).
  *
- * Connection management (UD, mimics a PMI exchange).  The card is
- * "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>.<host>".  qkey and
+ * Connection management (UD, mimics a PMI exchange; the UD QP is made in
+ * rdma_verbs_dev.c, cards are read in rdma_verbs_conn.c).  qkey and
  * auth are drawn at random by open() (getrandom), so only processes that
  * read the job's PMI KVS know them: the CM QP takes datagrams with our QKEY
  * only (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
@@ -33,107 +35,21 @@
  * milliseconds whatever its application does, so a peer that does not
  * answer for prm->timeout seconds is dead (process or node gone): the
  * connection fails with RDMA_ERR_PEER and a line naming rank and host.
+ *   Peers outside the job (dynamic processes; ids from prm.size up): their
+ * messages carry dyn and a REQ the connector's hello.  The thread cannot
+ * ask the owner who that is (ev.accept may call into MPICH), so it parks
+ * the REQ and wakes main, whose progress asks (rdma_verbs_cm_parked) and
+ * then handles the REQ as above, under cm_lock; a REQ the owner refuses
+ * gets a REJ, one it does not know yet (RDMA_CONN_LATER) stays parked.  A
+ * repeated REQ of a connection already made is answered by the thread
+ * (rdma_verbs_cm_known): the owner is asked once per connection.
+ * Simultaneous connects: the smaller hello wins.  REP, RTU and REJ are
+ * matched by the connection tokens (echo) and the dyn mark.
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
 
 /* -------------------------------------------------------------- CM (UD) */
-
-uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i)
-{
-    return (uint8_t *) xp->udm.buf + (size_t) i * RDMA_VERBS_UD_SLOT;
-}
-
-int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i)
-{
-    struct ibv_sge sge = {
-        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = RDMA_VERBS_UD_SLOT,
-        .lkey = xp->udm.mr->lkey
-    };
-    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
-    return ibv_post_recv(xp->ud, &wr, &bad);
-}
-
-static int rdma_verbs_ud_modify(rdma_xport_t * xp, enum ibv_qp_state s)
-{
-    struct ibv_qp_attr a = {.qp_state = s, .port_num = xp->port, .qkey = xp->qkey };
-    int mask = IBV_QP_STATE;
-
-    if (s == IBV_QPS_INIT)
-        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
-    else if (s == IBV_QPS_RTS)
-        mask |= IBV_QP_SQ_PSN;
-    return ibv_modify_qp(xp->ud, &a, mask);
-}
-
-rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
-{
-    struct ibv_qp_init_attr ia = {
-        .send_cq = xp->cm_cq, .recv_cq = xp->cm_cq, .qp_type = IBV_QPT_UD,
-        .cap = {.max_send_wr = RDMA_VERBS_UD_NSEND, .max_recv_wr = RDMA_VERBS_UD_NRECV,
-                .max_send_sge = 1, .max_recv_sge = 1}
-    };
-    uint32_t i;
-
-    if (rdma_verbs_mem_alloc(xp, &xp->udm, (size_t) RDMA_VERBS_UD_SLOT *
-                             (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND), IBV_ACCESS_LOCAL_WRITE))
-        return RDMA_ERR_XPORT;
-    xp->ud = ibv_create_qp(xp->pd, &ia);
-    if (!xp->ud || rdma_verbs_ud_modify(xp, IBV_QPS_INIT) || rdma_verbs_ud_modify(xp, IBV_QPS_RTR)
-        || rdma_verbs_ud_modify(xp, IBV_QPS_RTS))
-        return RDMA_ERR_XPORT;
-    for (i = 0; i < RDMA_VERBS_UD_NRECV; i++)
-        if (rdma_verbs_ud_post_recv(xp, i))
-            return RDMA_ERR_XPORT;
-    xp->ud_send_free = RDMA_VERBS_UD_NSEND;
-    return ibv_req_notify_cq(xp->cm_cq, 0) ? RDMA_ERR_XPORT : RDMA_OK;
-}
-
-void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
-{
-    char hex[33];
-    int i;
-
-    for (i = 0; i < 16; i++)
-        sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
-    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx.%s", hex, xp->pattr.lid, xp->ud->qp_num,
-             xp->port, xp->qkey, (unsigned long long) xp->auth, xp->host);
-}
-
-/* Card -> the peer's address, CM QP, QKEY, auth and host. */
-rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
-{
-    unsigned lid, qpn, port, qkey, b, i;
-    unsigned long long auth;
-    char hex[33];
-
-    memset(p, 0, sizeof(*p));
-    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx.%63s", hex, &lid, &qpn, &port, &qkey, &auth,
-               p->host) != 7 || strlen(hex) != 32)
-        return RDMA_ERR_INVAL;
-    for (i = 0; i < 16; i++) {
-        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
-            return RDMA_ERR_INVAL;
-        p->gid[i] = (uint8_t) b;
-    }
-    p->lid = (uint16_t) lid;
-    p->udqpn = qpn;
-    p->qkey = qkey;
-    p->auth = auth;
-    return RDMA_OK;
-}
-
-/* A REQ -> the same facts about its sender. */
-static void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p)
-{
-    memset(p, 0, sizeof(*p));
-    memcpy(p->gid, m->gid, sizeof(p->gid));
-    p->lid = m->lid;
-    p->udqpn = m->udqpn;
-    p->qkey = m->qkey;
-    p->auth = m->src_auth;
-    snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->host) - 1, m->host);
-}
 
 static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
 {
@@ -165,6 +81,26 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->mtu = (uint8_t) xp->pattr.active_mtu;
     m->src_auth = xp->auth;
     snprintf(m->host, sizeof(m->host), "%s", xp->host);
+    m->dyn = vc->c->peer >= xp->prm.size;
+    if (m->dyn && type == RDMA_VERBS_MSG_REQ)
+        snprintf(m->hello, sizeof(m->hello), "%s", vc->c->hello ? vc->c->hello : "");
+}
+
+/* The bytes that count of a message. */
+static uint32_t rdma_verbs_msg_len(const rdma_verbs_msg_t * m)
+{
+    return (uint32_t) (RDMA_VERBS_MSG_MIN + (m->dyn ? strlen(m->hello) + 1 : 0));
+}
+
+/* Received datagram b of len bytes (GRH included): its hello ends within
+ * (the slot holds a whole message and more, see the assertion). */
+static const rdma_verbs_msg_t *rdma_verbs_msg_at(rdma_xport_t * xp, uint32_t b, uint32_t len)
+{
+    rdma_verbs_msg_t *m = (rdma_verbs_msg_t *) (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH);
+
+    len -= RDMA_VERBS_GRH;
+    ((char *) m)[len < sizeof(*m) ? len : sizeof(*m) - 1] = '\0';
+    return m;
 }
 
 /* Poll the CM CQ: send slots come back, datagrams are dispatched. */
@@ -181,38 +117,46 @@ static void rdma_verbs_cm_poll(rdma_xport_t * xp)
                 continue;
             }
             if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= RDMA_VERBS_GRH +
-                sizeof(rdma_verbs_msg_t))
-                rdma_verbs_cm_dispatch(xp, (const rdma_verbs_msg_t *)
-                                       (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH));
+                RDMA_VERBS_MSG_MIN)
+                rdma_verbs_cm_dispatch(xp, rdma_verbs_msg_at(xp, b, wc[i].byte_len));
             rdma_verbs_ud_post_recv(xp, b);
         }
     }
 }
 
-/* Best effort: a message lost here is retransmitted by the timers. */
-void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
+/* Send m to the CM QP qpn behind ah.  Best effort: a message lost here
+ * is retransmitted by the timers. */
+static void rdma_verbs_ud_post(rdma_xport_t * xp, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey,
+                               const rdma_verbs_msg_t * m)
 {
-    rdma_xport_t *xp = vc->xp;
     uint32_t i = RDMA_VERBS_UD_NRECV + xp->ud_send_next % RDMA_VERBS_UD_NSEND;
     struct ibv_sge sge = {
-        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = sizeof(rdma_verbs_msg_t),
+        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = rdma_verbs_msg_len(m),
         .lkey = xp->udm.mr->lkey
     };
     struct ibv_send_wr wr = {
         .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
         .send_flags = IBV_SEND_SIGNALED,
-        .wr.ud = {.ah = vc->ah, .remote_qpn = vc->peer_udqpn, .remote_qkey = vc->peer_qkey}
+        .wr.ud = {.ah = ah, .remote_qpn = qpn, .remote_qkey = qkey}
     }, *bad;
 
     if (!xp->ud_send_free)
         rdma_verbs_cm_poll(xp);
     if (!xp->ud_send_free)
         return;
-    rdma_verbs_msg_fill(vc, (rdma_verbs_msg_t *) rdma_verbs_ud_slot(xp, i), type);
+    memcpy(rdma_verbs_ud_slot(xp, i), m, sge.length);
     if (!ibv_post_send(xp->ud, &wr, &bad)) {
         xp->ud_send_next++;
         xp->ud_send_free--;
     }
+}
+
+void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
+{
+    rdma_verbs_msg_t m;
+
+    rdma_verbs_msg_fill(vc, &m, type);
+    rdma_verbs_ud_post(vc->xp, vc->ah, vc->peer_udqpn, vc->peer_qkey, &m);
 }
 
 /* --------------------------------------------------- handing to main */
@@ -251,79 +195,6 @@ rdma_verbs_conn_doom(rdma_verbs_conn_t * vc, const char *fmt, ...)
     rdma_verbs_adopt_push(vc);
 }
 
-/* Main found vc dead (a failed completion or post).  [main] */
-void __attribute__((format(printf, 2, 3)))
-rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
-{
-    rdma_xport_t *xp = vc->xp;
-    va_list ap;
-
-    pthread_mutex_lock(&xp->cm_lock);
-    if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
-        xp->n_connecting--;
-    vc->cm = RDMA_VERBS_CM_DEAD;
-    pthread_mutex_unlock(&xp->cm_lock);
-    if (vc->c->state == RDMA_CONN_FAILED || vc->c->state == RDMA_CONN_CLOSED)
-        return;                 /* reported once; after quiesce() not at all */
-    xp->new_failures++;
-    va_start(ap, fmt);
-    vsnprintf(xp->err, sizeof(xp->err), fmt, ap);
-    va_end(ap);
-    rdma_conn_failed(vc->c, xp->err);
-}
-
-/* Bind and report what the CM finished.  [main] */
-static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
-{
-    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
-    rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
-        vc->completion
-    };
-    rdma_conn_t *c = vc->c;
-
-    c->ops = &rdma_xport_verbs;
-    c->xport = xp;
-    if (c->state == RDMA_CONN_FAILED)
-        return;
-    if (vc->cm == RDMA_VERBS_CM_DEAD) {
-        xp->new_failures++;
-        snprintf(xp->err, sizeof(xp->err), "%s", vc->why);
-        rdma_conn_failed(c, vc->why);
-        return;
-    }
-    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
-        rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to rank %d", c->peer);
-        return;
-    }
-    vc->adopted = 1;
-    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
-    if (vc->early)
-        xp->prm.ev.landed(c, vc->early);
-    c->state = RDMA_CONN_READY;
-    xp->prm.ev.ready(xp->prm.ev.arg, c);
-}
-
-void rdma_verbs_adopt(rdma_xport_t * xp)
-{
-    rdma_verbs_conn_t *list, *vc, *rev = NULL;
-
-    pthread_mutex_lock(&xp->cm_lock);
-    list = xp->adopt;
-    xp->adopt = NULL;
-    __atomic_store_n(&xp->n_adopt, 0, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&xp->cm_lock);
-    while ((vc = list)) {       /* oldest first */
-        list = vc->next_adopt;
-        vc->next_adopt = rev;
-        rev = vc;
-    }
-    while ((vc = rev)) {
-        rev = vc->next_adopt;
-        vc->next_adopt = NULL;
-        rdma_verbs_adopt_one(xp, vc);
-    }
-}
-
 /* --------------------------------------------------------- connections */
 
 static void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm)
@@ -359,15 +230,15 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     rdma_xport_t *xp = vc->xp;
     uint32_t i;
 
+    vc->remote = *m;    /* also for a doomed one: a repeated REQ is known */
     if (m->ring_size != xp->prm.ring_size || m->chunk_size != xp->prm.chunk_size
         || m->basic != xp->prm.head_writes) {
-        rdma_verbs_conn_doom(vc, "rank %d on %s uses another ring geometry or mode (ring %llu, "
-                             "chunk %llu)", vc->c->peer, vc->host,
+        rdma_verbs_conn_doom(vc, "%s on %s uses another ring geometry or mode (ring %llu, "
+                             "chunk %llu)", vc->who, vc->host,
                              (unsigned long long) m->ring_size,
                              (unsigned long long) m->chunk_size);
         return RDMA_ERR_PEER;
     }
-    vc->remote = *m;
     vc->completion = m->basic || !(vc->in_order_local && m->in_order);
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
@@ -377,7 +248,7 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
                                RDMA_VERBS_RQ_BATCH : vc->rq_depth - i))
             break;
     if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
-        rdma_verbs_conn_doom(vc, "cannot connect the QP to rank %d on %s: %s", vc->c->peer,
+        rdma_verbs_conn_doom(vc, "cannot connect the QP to %s on %s: %s", vc->who,
                              vc->host, strerror(errno));
         return RDMA_ERR_PEER;
     }
@@ -401,20 +272,30 @@ static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * 
     return NULL;
 }
 
-static void rdma_verbs_cm_req(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+/* Simultaneous connects: does our REQ win over the peer's m?  The lower
+ * rank's, or outside the job the smaller hello's. */
+static int rdma_verbs_req_ours_wins(rdma_xport_t * xp, rdma_verbs_conn_t * vc,
+                                    const rdma_verbs_msg_t * m)
 {
-    rdma_conn_t *c = xp->prm.ev.conn_of(xp->prm.ev.arg, m->src);
+    if (m->dyn)
+        return strcmp(vc->c->hello ? vc->c->hello : "", m->hello) < 0;
+    return xp->prm.rank < m->src;
+}
+
+/* A REQ for c (conn_of, or the owner's accept; NULL: ignored). */
+static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
+{
     rdma_verbs_conn_t *vc;
 
     if (!c)
-        return;         /* conn_of: c is served by this transport */
+        return;
     vc = c->priv ? c->priv : rdma_verbs_cm_accept(xp, c, m);
     if (!vc)
         return;
     switch (vc->cm) {
     case RDMA_VERBS_CM_REQ_SENT:
-        if (xp->prm.rank < m->src)
-            return;     /* our REQ wins; the peer answers it */
+        if (rdma_verbs_req_ours_wins(xp, vc, m))
+            return;     /* the peer answers ours */
         /* fallthrough */
     case RDMA_VERBS_CM_NONE:
         vc->initiator = 0;
@@ -444,6 +325,105 @@ static void rdma_verbs_cm_rep(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m
         rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
 }
 
+/* --------------------------------------------- peers outside the job */
+
+/* The connection made from an earlier copy of the REQ m, if any. */
+static rdma_verbs_conn_t *rdma_verbs_cm_known(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (vc && vc->c->peer >= xp->prm.size && vc->remote.token == m->token
+            && vc->remote.qpn == m->qpn)
+            return vc;
+    }
+    return NULL;
+}
+
+static int rdma_verbs_same_req(const rdma_verbs_msg_t * a, const rdma_verbs_msg_t * b)
+{
+    return a->token == b->token && a->qpn == b->qpn && !memcmp(a->gid, b->gid, sizeof(a->gid));
+}
+
+/* Park the REQ m for main (a repeated one refreshes its entry; a full
+ * table drops it: the connector repeats it). */
+static void rdma_verbs_cm_park(rdma_xport_t * xp, const rdma_verbs_msg_t * m, double t_expire)
+{
+    int i;
+
+    for (i = 0; i < xp->n_parked && !rdma_verbs_same_req(&xp->parked[i].m, m); i++)
+        ;
+    if (i == RDMA_VERBS_PARK)
+        return;
+    xp->parked[i].m = *m;
+    xp->parked[i].t_expire = t_expire;
+    if (i == xp->n_parked)
+        __atomic_store_n(&xp->n_parked, i + 1, __ATOMIC_RELAXED);
+    rdma_verbs_fd_poke(xp->wake_fd);
+}
+
+/* Tell the connector of m that the owner refused it.  The address handle
+ * lives until finalize (the send may be in flight); past
+ * RDMA_VERBS_REJ_AH of them the connector times out instead. */
+static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_msg_t r = {.magic = RDMA_VERBS_MAGIC, .type = RDMA_VERBS_MSG_REJ, .dyn = 1,
+        .auth = m->src_auth, .src = xp->prm.rank, .echo = m->token, .src_auth = xp->auth
+    };
+    rdma_verbs_peer_t peer;
+    struct ibv_ah_attr path;
+    struct ibv_ah *ah;
+
+    if (xp->n_rej_ah == RDMA_VERBS_REJ_AH)
+        return;
+    rdma_verbs_msg_peer(m, &peer);
+    rdma_verbs_path_of(xp, &peer, &path);
+    if (!(ah = ibv_create_ah(xp->pd, &path)))
+        return;
+    xp->rej_ah[xp->n_rej_ah++] = ah;
+    snprintf(r.host, sizeof(r.host), "%s", xp->host);
+    rdma_verbs_ud_post(xp, ah, peer.udqpn, peer.qkey, &r);
+}
+
+/* Main: ask the owner about each parked REQ (outside cm_lock), then
+ * answer it as a REQ of that connection, refuse it, or park it again. */
+void rdma_verbs_cm_parked(rdma_xport_t * xp)
+{
+    struct rdma_verbs_parked p[RDMA_VERBS_PARK];
+    double now = rdma_verbs_now();
+    rdma_verbs_conn_t *vc;
+    int i, n = 0;
+    rdma_conn_t *c;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    for (i = 0; i < xp->n_parked; i++)
+        if ((vc = rdma_verbs_cm_known(xp, &xp->parked[i].m)))
+            rdma_verbs_cm_req(xp, vc->c, &xp->parked[i].m);
+        else if (now < xp->parked[i].t_expire)
+            p[n++] = xp->parked[i];
+    __atomic_store_n(&xp->n_parked, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&xp->cm_lock);
+    for (i = 0; i < n; i++) {
+        c = xp->prm.ev.accept(xp->prm.ev.arg, p[i].m.hello);
+        pthread_mutex_lock(&xp->cm_lock);
+        if (c == RDMA_CONN_LATER)
+            rdma_verbs_cm_park(xp, &p[i].m, p[i].t_expire);
+        else if (!c)
+            rdma_verbs_cm_reject(xp, &p[i].m);
+        else
+            rdma_verbs_cm_req(xp, c, &p[i].m);
+        pthread_mutex_unlock(&xp->cm_lock);
+    }
+}
+
+/* Is m from vc's peer?  In the job its rank; outside it the dyn mark
+ * (the tokens matched already). */
+static int rdma_verbs_msg_from(const rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    return vc->c->peer >= vc->xp->prm.size ? m->dyn : !m->dyn && m->src == vc->c->peer;
+}
+
 void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
 {
     rdma_verbs_conn_t *vc;
@@ -452,20 +432,31 @@ void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
         xp->cm_dropped++;
         return;
     }
-    if (m->dst != xp->prm.rank || m->src < 0 || m->src >= xp->prm.size)
+    if (m->type == RDMA_VERBS_MSG_REQ && m->dyn) {
+        vc = rdma_verbs_cm_known(xp, m);
+        if (vc)
+            rdma_verbs_cm_req(xp, vc->c, m);
+        else
+            rdma_verbs_cm_park(xp, m, rdma_verbs_now() + xp->prm.timeout);
         return;
+    }
     if (m->type == RDMA_VERBS_MSG_REQ) {
-        rdma_verbs_cm_req(xp, m);
+        if (m->dst == xp->prm.rank && m->src >= 0 && m->src < xp->prm.size)
+            rdma_verbs_cm_req(xp, xp->prm.ev.conn_of(xp->prm.ev.arg, m->src), m);
         return;
     }
     vc = rdma_verbs_conn_lookup(xp, m->echo);
-    if (!vc || vc->c->peer != m->src)
+    if (!vc || !rdma_verbs_msg_from(vc, m))
         return;
     if (m->type == RDMA_VERBS_MSG_REP)
         rdma_verbs_cm_rep(vc, m);
     else if (m->type == RDMA_VERBS_MSG_RTU && vc->cm == RDMA_VERBS_CM_REP_SENT
              && m->qpn == vc->remote.qpn)
         rdma_verbs_conn_ready(vc);
+    else if (m->type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
+        rdma_verbs_conn_doom(vc, "the process outside the job on %s refused the connection "
+                             "(its owner does not know this process, or the port's token "
+                             "is wrong)", vc->host);
 }
 
 /* Main: the first arrival on a responder's connection implies the RTU. */
@@ -489,9 +480,9 @@ static double rdma_verbs_timer_run(rdma_xport_t * xp, double now)
         if (!vc || (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT))
             continue;
         if (now >= vc->t_deadline) {
-            rdma_verbs_conn_doom(vc, "rank %d on %s did not answer the connection request "
+            rdma_verbs_conn_doom(vc, "%s on %s did not answer the connection request "
                                  "within %g s (process or node gone, or unreachable)",
-                                 vc->c->peer, vc->host, xp->prm.timeout);
+                                 vc->who, vc->host, xp->prm.timeout);
             continue;
         }
         if (now >= vc->t_retx) {

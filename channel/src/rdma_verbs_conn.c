@@ -19,7 +19,8 @@ rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
     return vc && vc->token == token ? vc : NULL;
 }
 
-/* A free slot (there is one per peer) and a fresh generation; the slot
+/* A free slot (one per job peer, RDMA_VERBS_DYN_SLOTS for the peers
+ * outside the job) and a fresh generation; the slot
  * is published (main can look it up) when vc is complete.  [cm] */
 static rdma_status_t rdma_verbs_slot_get(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
@@ -204,25 +205,77 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
     return RDMA_OK;
 }
 
-/* What we know of the peer, and its address through our port. */
+/* The card is "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>.<host>"
+ * (rdma_verbs_cm.c says why qkey and auth are secret). */
+void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
+{
+    char hex[33];
+    int i;
+
+    for (i = 0; i < 16; i++)
+        sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
+    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx.%s", hex, xp->pattr.lid, xp->ud->qp_num,
+             xp->port, xp->qkey, (unsigned long long) xp->auth, xp->host);
+}
+
+/* Card -> the peer's address, CM QP, QKEY, auth and host. */
+rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
+{
+    unsigned lid, qpn, port, qkey, b, i;
+    unsigned long long auth;
+    char hex[33];
+
+    memset(p, 0, sizeof(*p));
+    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx.%63s", hex, &lid, &qpn, &port, &qkey, &auth,
+               p->host) != 7 || strlen(hex) != 32)
+        return RDMA_ERR_INVAL;
+    for (i = 0; i < 16; i++) {
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+            return RDMA_ERR_INVAL;
+        p->gid[i] = (uint8_t) b;
+    }
+    p->lid = (uint16_t) lid;
+    p->udqpn = qpn;
+    p->qkey = qkey;
+    p->auth = auth;
+    return RDMA_OK;
+}
+
+/* A REQ -> the same facts about its sender. */
+void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p)
+{
+    memset(p, 0, sizeof(*p));
+    memcpy(p->gid, m->gid, sizeof(p->gid));
+    p->lid = m->lid;
+    p->udqpn = m->udqpn;
+    p->qkey = m->qkey;
+    p->auth = m->src_auth;
+    snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->host) - 1, m->host);
+}
+
+/* The peer's address through our port. */
+void rdma_verbs_path_of(rdma_xport_t * xp, const rdma_verbs_peer_t * p, struct ibv_ah_attr *ah)
+{
+    memset(ah, 0, sizeof(*ah));
+    memcpy(ah->grh.dgid.raw, p->gid, sizeof(p->gid));
+    ah->port_num = xp->port;
+    ah->dlid = p->lid;
+    if (xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        ah->is_global = 1;
+        ah->grh.sgid_index = (uint8_t) xp->gid_index;
+        ah->grh.hop_limit = 64;
+    }
+}
+
+/* What we know of the peer, and its address. */
 static void rdma_verbs_peer_apply(rdma_verbs_conn_t * vc, const rdma_verbs_peer_t * p)
 {
-    struct ibv_ah_attr *ah = &vc->path;
-
     vc->peer_udqpn = p->udqpn;
     vc->peer_qkey = p->qkey;
     vc->peer_auth = p->auth;
     snprintf(vc->host, sizeof(vc->host), "%s", p->host[0] ? p->host : "?");
     vc->mtu = vc->xp->pattr.active_mtu;
-    memset(ah, 0, sizeof(*ah));
-    memcpy(ah->grh.dgid.raw, p->gid, sizeof(p->gid));
-    ah->port_num = vc->xp->port;
-    ah->dlid = p->lid;
-    if (vc->xp->pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
-        ah->is_global = 1;
-        ah->grh.sgid_index = (uint8_t) vc->xp->gid_index;
-        ah->grh.hop_limit = 64;
-    }
+    rdma_verbs_path_of(vc->xp, p, &vc->path);
 }
 
 /* A connection to c->peer: memory, QP (INIT), the address handle of the
@@ -240,16 +293,24 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                         "memory", c->peer);
     vc->c = c;
     vc->xp = xp;
+    snprintf(vc->who, sizeof(vc->who), c->peer < xp->prm.size ? "rank %d"
+             : "process %d outside the job", c->peer);
     rdma_verbs_peer_apply(vc, peer);
-    if (rdma_verbs_slot_get(xp, vc) || rdma_verbs_conn_resources(vc)) {
-        rdma_say(why, len, st, "cannot create the connection to rank %d on %s (memory "
-                 "registration, QP or CQ limits: %s)", c->peer, vc->host, strerror(errno));
+    if (rdma_verbs_slot_get(xp, vc)) {
+        rdma_say(why, len, st, "cannot create the connection to %s on %s: more than %u "
+                 "connections to processes outside the job", vc->who, vc->host,
+                 RDMA_VERBS_DYN_SLOTS);
+        goto fail;
+    }
+    if (rdma_verbs_conn_resources(vc)) {
+        rdma_say(why, len, st, "cannot create the connection to %s on %s (memory "
+                 "registration, QP or CQ limits: %s)", vc->who, vc->host, strerror(errno));
         goto fail;
     }
     vc->ah = ibv_create_ah(xp->pd, &vc->path);
     if (!vc->ah) {
-        st = rdma_say(why, len, RDMA_ERR_PEER, "cannot create an address handle for rank %d "
-                      "on %s: %s", c->peer, vc->host, strerror(errno));
+        st = rdma_say(why, len, RDMA_ERR_PEER, "cannot create an address handle for %s on %s: "
+                      "%s", vc->who, vc->host, strerror(errno));
         goto fail;
     }
     c->priv = vc;

@@ -76,8 +76,8 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
             if (limit == 0)
                 limit = now + vc->xp->prm.timeout;
             else if (now > limit) {
-                rdma_verbs_conn_fail(vc, "send queue to rank %d made no progress for %g s",
-                                     vc->c->peer, vc->xp->prm.timeout);
+                rdma_verbs_conn_fail(vc, "send queue to %s made no progress for %g s",
+                                     vc->who, vc->xp->prm.timeout);
                 return RDMA_ERR_PEER;
             }
         }
@@ -119,7 +119,7 @@ rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int
     }
     rc = ibv_post_send(vc->qp, &wr, &bad);
     if (rc)
-        rdma_verbs_conn_fail(vc, "connection to rank %d failed: ibv_post_send: %s", vc->c->peer,
+        rdma_verbs_conn_fail(vc, "connection to %s failed: ibv_post_send: %s", vc->who,
                              strerror(rc));
     return rc ? -1 : 0;
 }
@@ -286,15 +286,15 @@ static void rdma_verbs_wc_recv(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         return;
     vc->rq_owed = 0;
     if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH))
-        rdma_verbs_conn_fail(vc, "connection to rank %d on %s failed: cannot repost a receive",
-                             vc->c->peer, vc->host);
+        rdma_verbs_conn_fail(vc, "connection to %s on %s failed: cannot repost a receive",
+                             vc->who, vc->host);
 }
 
 static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
 {
     if (wc->status != IBV_WC_SUCCESS) {
-        rdma_verbs_conn_fail(vc, "connection to rank %d on %s failed: %s (process or node "
-                             "gone, or unreachable)", vc->c->peer, vc->host,
+        rdma_verbs_conn_fail(vc, "connection to %s on %s failed: %s (process or node "
+                             "gone, or unreachable)", vc->who, vc->host,
                              ibv_wc_status_str(wc->status));
         return;
     }
@@ -309,6 +309,81 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         return;
     }
     rdma_verbs_wc_recv(vc, wc);
+}
+
+/* ------------------------------------------- adoption, failures (main) */
+
+/* Main found vc dead (a failed completion or post).  [main] */
+void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
+{
+    rdma_xport_t *xp = vc->xp;
+    va_list ap;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
+        xp->n_connecting--;
+    vc->cm = RDMA_VERBS_CM_DEAD;
+    pthread_mutex_unlock(&xp->cm_lock);
+    if (vc->c->state == RDMA_CONN_FAILED || vc->c->state == RDMA_CONN_CLOSED)
+        return;                 /* reported once; after quiesce() not at all */
+    xp->new_failures++;
+    va_start(ap, fmt);
+    vsnprintf(xp->err, sizeof(xp->err), fmt, ap);
+    va_end(ap);
+    rdma_conn_failed(vc->c, xp->err);
+}
+
+/* Bind and report what the CM finished.  [main] */
+static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
+{
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+    rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
+        vc->completion
+    };
+    rdma_conn_t *c = vc->c;
+
+    c->ops = &rdma_xport_verbs;
+    c->xport = xp;
+    if (c->state == RDMA_CONN_FAILED)
+        return;
+    if (vc->cm == RDMA_VERBS_CM_DEAD) {
+        xp->new_failures++;
+        snprintf(xp->err, sizeof(xp->err), "%s", vc->why);
+        rdma_conn_failed(c, vc->why);
+        return;
+    }
+    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
+        rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to %s", vc->who);
+        return;
+    }
+    vc->adopted = 1;
+    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
+    if (vc->early)
+        xp->prm.ev.landed(c, vc->early);
+    c->state = RDMA_CONN_READY;
+    xp->prm.ev.ready(xp->prm.ev.arg, c);
+}
+
+void rdma_verbs_adopt(rdma_xport_t * xp)
+{
+    rdma_verbs_conn_t *list, *vc, *rev = NULL;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    list = xp->adopt;
+    xp->adopt = NULL;
+    __atomic_store_n(&xp->n_adopt, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&xp->cm_lock);
+    while ((vc = list)) {       /* oldest first */
+        list = vc->next_adopt;
+        vc->next_adopt = rev;
+        rev = vc;
+    }
+    while ((vc = rev)) {
+        rev = vc->next_adopt;
+        vc->next_adopt = NULL;
+        rdma_verbs_adopt_one(xp, vc);
+    }
 }
 
 /* One batch of the data CQ.  Safe to call from inside a pipe write: it
@@ -333,6 +408,8 @@ rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
 
     if (__atomic_load_n(&xp->n_adopt, __ATOMIC_RELAXED))
         rdma_verbs_adopt(xp);
+    if (__atomic_load_n(&xp->n_parked, __ATOMIC_RELAXED))
+        rdma_verbs_cm_parked(xp);
     for (i = 0; i < 4; i++) {
         n = rdma_verbs_cq_poll(xp);
         if (n < 0) {

@@ -212,6 +212,60 @@ int rdma_verbs_qp_timeout(double seconds)
     return t;
 }
 
+/* ------------------------------------------- the connection manager's UD QP */
+
+uint8_t *rdma_verbs_ud_slot(rdma_xport_t * xp, uint32_t i)
+{
+    return (uint8_t *) xp->udm.buf + (size_t) i * RDMA_VERBS_UD_SLOT;
+}
+
+int rdma_verbs_ud_post_recv(rdma_xport_t * xp, uint32_t i)
+{
+    struct ibv_sge sge = {
+        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = RDMA_VERBS_UD_SLOT,
+        .lkey = xp->udm.mr->lkey
+    };
+    struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1 }, *bad;
+    return ibv_post_recv(xp->ud, &wr, &bad);
+}
+
+static int rdma_verbs_ud_modify(rdma_xport_t * xp, enum ibv_qp_state s)
+{
+    struct ibv_qp_attr a = {.qp_state = s, .port_num = xp->port, .qkey = xp->qkey };
+    int mask = IBV_QP_STATE;
+
+    if (s == IBV_QPS_INIT)
+        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    else if (s == IBV_QPS_RTS)
+        mask |= IBV_QP_SQ_PSN;
+    return ibv_modify_qp(xp->ud, &a, mask);
+}
+
+rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
+{
+    struct ibv_qp_init_attr ia = {
+        .send_cq = xp->cm_cq, .recv_cq = xp->cm_cq, .qp_type = IBV_QPT_UD,
+        .cap = {.max_send_wr = RDMA_VERBS_UD_NSEND, .max_recv_wr = RDMA_VERBS_UD_NRECV,
+                .max_send_sge = 1, .max_recv_sge = 1}
+    };
+    uint32_t i;
+
+    if (rdma_verbs_mem_alloc(xp, &xp->udm, (size_t) RDMA_VERBS_UD_SLOT *
+                             (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND), IBV_ACCESS_LOCAL_WRITE))
+        return RDMA_ERR_XPORT;
+    xp->ud = ibv_create_qp(xp->pd, &ia);
+    if (!xp->ud || rdma_verbs_ud_modify(xp, IBV_QPS_INIT) || rdma_verbs_ud_modify(xp, IBV_QPS_RTR)
+        || rdma_verbs_ud_modify(xp, IBV_QPS_RTS))
+        return RDMA_ERR_XPORT;
+    for (i = 0; i < RDMA_VERBS_UD_NRECV; i++)
+        if (rdma_verbs_ud_post_recv(xp, i))
+            return RDMA_ERR_XPORT;
+    xp->ud_send_free = RDMA_VERBS_UD_NSEND;
+    return ibv_req_notify_cq(xp->cm_cq, 0) ? RDMA_ERR_XPORT : RDMA_OK;
+}
+
+/* ------------------------------------------------------------ set-up */
+
 /* The process-wide objects on the open device: PD, the data and CM CQs
  * and their event channels, the CM's UD QP, the registration caches.  On failure the
  * diagnosis is in err and nothing of them is left. */
@@ -251,6 +305,8 @@ void rdma_verbs_dev_teardown(rdma_xport_t * xp)
     rdma_verbs_rc_close(xp);
     if (xp->ud)
         ibv_destroy_qp(xp->ud);
+    while (xp->n_rej_ah > 0)
+        ibv_destroy_ah(xp->rej_ah[--xp->n_rej_ah]);
     rdma_verbs_mem_free(&xp->udm);
     if (xp->cm_cq)
         ibv_destroy_cq(xp->cm_cq);

@@ -25,8 +25,8 @@
  *               prm.size up, given by the owner, and c->hello set: what this
  *               side presents when it connects.  The peer's progress()
  *               hands it to its owner (ev.accept), which answers with the
- *               connection object, or NULL to refuse.  Transports that
- *               cannot serve such peers fail connect().
+ *               connection object, or NULL to refuse (the connector's
+ *               connection then FAILS: "refused the connection").
  *   progress()  polls completions and connection requests; never blocks.
  *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
  *               liveness checks stop and a failure seen on c afterwards is

@@ -27,7 +27,7 @@ static void rdma_verbs_xp_free(rdma_xport_t * xp)
 }
 
 /* The transport object without a device: parameters, the slot table (one
- * per peer), the CM lock and the two eventfds (rdma_verbs.h). */
+ * per job peer and RDMA_VERBS_DYN_SLOTS more), the CM lock and the two eventfds (rdma_verbs.h). */
 static rdma_xport_t *rdma_verbs_xp_alloc(const rdma_xport_params_t * prm)
 {
     rdma_xport_t *xp = calloc(1, sizeof(*xp));
@@ -37,7 +37,7 @@ static rdma_xport_t *rdma_verbs_xp_alloc(const rdma_xport_params_t * prm)
     xp->prm = *prm;
     xp->kick_fd = xp->wake_fd = -1;
     pthread_mutex_init(&xp->cm_lock, NULL);
-    xp->nslots = (uint32_t) (prm->size > 0 ? prm->size : 1);
+    xp->nslots = (uint32_t) (prm->size > 0 ? prm->size : 1) + RDMA_VERBS_DYN_SLOTS;
     xp->slots = calloc(xp->nslots, sizeof(*xp->slots));
     xp->gens = calloc(xp->nslots, sizeof(*xp->gens));
     xp->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

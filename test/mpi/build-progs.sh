@@ -21,3 +21,25 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" ||
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }
+
+# port_checks [SERVER-HOST CLIENT-HOST]: three TAP lines (mpi_port.c): two
+# jobs launched apart (no shared PMI KVS) meet through a port name in a
+# file: a forged token is refused first, then the real name connects, and
+# the server served it.  With hosts: the server runs on the first, the
+# clients on the second.
+port_checks() {
+    local pf=$W/port sv=() cl=() server rc rc2
+    [ -z "$1" ] || { sv=(-hosts "$1"); cl=(-hosts "$2"); }
+    rm -f "$pf"
+    timeout -k 5 120 "$P/bin/mpiexec" "${sv[@]}" -n 1 "$W/mpi_port" serve "$pf" > "$W/serve.out" 2>&1 &
+    server=$!
+    expect_output 0 '^ok - a port name with a forged token is refused' \
+        "a connect with a forged token in the port name fails with MPI_ERR_PORT" -- \
+        "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" forge "$pf"
+    expect_output 0 '' "a job launched apart connects to the port and exchanges data" -- \
+        "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf"
+    wait "$server"; rc=$?
+    [ $rc -eq 0 ] && grep -q '^ok - accepted' "$W/serve.out"; rc2=$?
+    ok $rc2 "the server accepted it after refusing the forged one (exit $rc)"
+    [ $rc2 -eq 0 ] || tail -20 "$W/serve.out" | diag
+}

@@ -2,6 +2,8 @@
  * mpi_spawn: dynamic processes, data verified both ways (TAP from the
  * parents' rank 0).
  *   mpi_spawn [NCHILD [BYTES]]   (default 2 children, 1 MiB)
+ *   MPI_SPAWN_HOST=H in the parents' environment: the children run on host
+ *   H (info key "host"), e.g. another node than the parents'.
  * The parents spawn NCHILD copies of this program, then:
  *   1 every parent and child exchange 64 B and BYTES with each other
  *     (eager and rendezvous across the two process groups);
@@ -9,6 +11,7 @@
  *   3 the children open a port and the parents connect to it: a second
  *     intercommunicator between the same processes carries data too;
  *   4 MPI_Comm_disconnect of both, then every group goes on alone.
+ * The parents' rank 0 exits 1 if a check failed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +56,7 @@ static void report_inter(MPI_Comm inter, int is_child, long errs, const char *wh
         MPI_Sendrecv(&mine, 1, MPI_LONG, 0, 9, &theirs, 1, MPI_LONG, 0, 9, inter,
                      MPI_STATUS_IGNORE);
     ntests++;
+    failures += mine + theirs != 0;
     if (rank == 0 && !is_child) {
         printf("%s %d - %s\n", mine + theirs ? "not ok" : "ok", ntests, what);
         fflush(stdout);
@@ -109,12 +113,19 @@ int main(int argc, char **argv)
         inter = parent;
     } else {
         char *args[] = { argc > 1 ? argv[1] : "2", argc > 2 ? argv[2] : "1048576", NULL };
+        MPI_Info info = MPI_INFO_NULL;
+
         if (nchild > 64)
             nchild = 64;
         if (rank == 0)
             printf("1..4\n");
-        MPI_Comm_spawn(argv[0], args, nchild, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
-                       errcodes);
+        if (getenv("MPI_SPAWN_HOST")) {
+            MPI_Info_create(&info);
+            MPI_Info_set(info, "host", getenv("MPI_SPAWN_HOST"));
+        }
+        MPI_Comm_spawn(argv[0], args, nchild, info, 0, MPI_COMM_WORLD, &inter, errcodes);
+        if (info != MPI_INFO_NULL)
+            MPI_Info_free(&info);
         for (i = 0; i < nchild && rank == 0; i++)
             bad += errcodes[i] != MPI_SUCCESS;
     }
@@ -125,5 +136,5 @@ int main(int argc, char **argv)
         printf("%s 4 - spawn error codes, disconnect, each group alone after it\n",
                bad ? "not ok" : "ok");
     MPI_Finalize();
-    return 0;
+    return rank == 0 && !is_child && (failures || bad);
 }

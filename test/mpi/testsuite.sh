@@ -16,7 +16,7 @@ tag=${TESTSUITE_TAG:-$build}
 (cd "$T/util" && make libmtest_single.la libmtest.la libdtypes.la > "$out/util-build-$tag.log" 2>&1) ||
     { echo "testsuite: building $T/util failed (see $out/util-build-$tag.log)" >&2; exit 1; }
 if [ -n "${TESTSUITE_BUILD_ONLY:-}" ]; then
-    for d in ${dirs//,/ }; do make -C "$T/$d" -k > "$out/prebuild-$d.log" 2>&1 || true; done
+    for d in ${dirs//,/ }; do make -C "$T/$d" -k > "$out/prebuild-${d//\//-}.log" 2>&1 || true; done
     exit 0
 fi
 (cd "$T" && make testing TESTDIRS="$dirs" TESTLIST=testlist MPIEXEC="$P/bin/mpiexec" \

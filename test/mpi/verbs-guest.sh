@@ -2,9 +2,10 @@
 # verbs-guest.sh PREFIX DIR -- runs inside the Soft-RoCE VM (run-vm --nodes 2):
 # ch3:rdma over verbs, on one "node" (verbs forced) and across two.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 22
+plan 28
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -128,6 +129,17 @@ expect_output 0 'fork=(unneeded|enabled)' \
 expect_output 0 '^ok 1 .* 0 mismatches' "verbs forced, randomized stress, 40 s, sizes 0..4 MiB" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 40 --max 4194304
 ptracer_checks
+# Dynamic processes over verbs: process groups on two nodes (mpi_spawn exits
+# 1 if one of its checks failed), then two jobs launched apart (port_checks)
+expect_output 0 'rank 0 -> [0-9]+: verbs' \
+    "spawn: 1 parent on node0, 2 children on node1 over verbs (data, merge, port, disconnect)" -- \
+    env MPI_SPAWN_HOST=node1 MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -hosts node0,node1 -n 1 \
+    "$W/mpi_spawn" 2
+expect_output 0 '^ok 4 ' "spawn: parents on node0 and node1, children on node1 (verbs and shm between the groups)" -- \
+    env MPI_SPAWN_HOST=node1 "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_spawn" 2
+expect_output 0 '^ok 4 ' "spawn, verbs forced on one node: 4 MiB between the groups" -- \
+    env $V "$P/bin/mpiexec" -n 1 "$W/mpi_spawn" 2 4194304
+port_checks node1 node0
 expect_output 1 'ulimit -l' "low memlock limit gives a one-line diagnosis" -- \
     bash -c 'ulimit -l 64; exec env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs '"$P/bin/mpiexec"' -n 2 '"$W/cpi"
 done_testing

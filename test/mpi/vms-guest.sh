@@ -6,7 +6,7 @@
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-600}
 H=(-hosts "node0,node1")
-plan 13
+plan 14
 
 # Run an mpi_check job (CMD...): sets out, rc and n_ok; 0 when it exited 0 with 6 of 6 ok.
 run_check() {
@@ -51,6 +51,11 @@ d="node0 sent $((s0b - s0)) received $((r0b - r0)), node1 sent $((s1b - s1)) rec
 [ $((s0b - s0)) -gt 1000 ] && [ $((r0b - r0)) -gt 1000 ] && [ $((s1b - s1)) -gt 1000 ] &&
     [ $((r1b - r1)) -gt 1000 ]
 ok $? "RoCE packets cross the link: rxe0 counters of both VMs ($d)"
+
+# Dynamic processes between the kernels: the parent on node0 spawns its
+# children on node1 (mpi_spawn exits 1 if one of its checks failed)
+expect_output 0 '^ok 4 ' "spawn across the VMs: data both ways, merge, port, disconnect over verbs" -- \
+    env MPI_SPAWN_HOST=node1 "$P/bin/mpiexec" "${H[@]}" -n 1 "$W/mpi_spawn" 2
 
 # Run "$@" on node0 (here) and on node1.
 both() { "$@" && ssh node1 "$*"; }

@@ -25,6 +25,7 @@
  *   kill_peer      rank+1: the next progress() of every other rank finds
  *                  its connection to that rank dead (FAILED, RDMA_ERR_PEER),
  *                  unless quiesce() closed it (the transport stopped looking)
+ *   open2_fails    fake_xport2's open() fails as if there were no device
  */
 #ifndef FAKE_XPORT_H_INCLUDED
 #define FAKE_XPORT_H_INCLUDED
@@ -37,7 +38,7 @@
 enum { FAKE_RANKS = 4, FAKE_QMAX = 1024 };
 
 static struct fake_faults {
-    int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer;
+    int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer, open2_fails;
     size_t pull_max;
     unsigned long fail_writes_after;
 } fake_faults;
@@ -63,7 +64,7 @@ struct rdma_xport {
     int fabric;                 /* 0: fake_xport, 1: fake_xport2 */
     unsigned waits[3];          /* wait_arm, wait, wait_disarm calls */
     fake_end_t *end[FAKE_RANKS];
-    unsigned long writes;
+    unsigned long writes, progress;     /* write and progress() calls */
     char err[128];
 };
 
@@ -188,6 +189,8 @@ static __attribute__((unused))
 rdma_status_t fake_open2(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, char *card,
                          size_t cardlen, char *err, size_t errlen)
 {
+    if (fake_faults.open2_fails)
+        return rdma_say(err, errlen, RDMA_ERR_NODEV, "fake2: no device");
     return fake_open_in(1, prm, xpp, card, cardlen, err, errlen);
 }
 
@@ -271,6 +274,7 @@ static rdma_status_t fake_progress(rdma_xport_t * xp)
 {
     int r;
 
+    xp->progress++;
     fake_accept(xp);
     if (fake_kill(xp) != RDMA_OK)
         return RDMA_ERR_PEER;

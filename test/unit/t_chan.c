@@ -71,7 +71,6 @@ static int world_open(int n, const int *node, rdma_transport_choice_t t)
     int r, i;
 
     memset(R, 0, sizeof(R));
-    memset(&fake_faults, 0, sizeof(fake_faults));
     nranks = n;
     for (r = 0; r < n; r++) {
         own.arg = &R[r];
@@ -94,6 +93,7 @@ static void world_close(void)
     for (r = 0; r < nranks; r++)
         rdma_chan_finalize(&R[r].ch);
     nranks = 0;
+    memset(&fake_faults, 0, sizeof(fake_faults));
 }
 
 static int world_poll(void)
@@ -109,6 +109,8 @@ static int world_poll(void)
 static void test_assign(void)
 {
     static const int one_node[NR] = { 0, 0, 0 }, split[NR] = { 0, 0, 1 };
+    long us;
+    int i;
 
     ok(world_open(3, split, RDMA_TRANSPORT_AUTO) == 0
        && R[0].link[1].xc.ops == &fake_xport && R[0].link[2].xc.ops == &fake_xport2
@@ -131,33 +133,60 @@ static void test_assign(void)
        && strstr(R[0].ch.msg, "MPIR_CVAR_CH3_RDMA_TRANSPORT=shm") != NULL,
        "TRANSPORT=shm across nodes refused: %s", R[0].ch.msg);
     world_close();
+    ok(world_open(1, one_node, RDMA_TRANSPORT_AUTO) == 0
+       && !strncmp(R[0].card, "shm:fake0.0;ib:fake1.0;host:", 28) && R[0].ch.links[RDMA_XP_VERBS] == 0,
+       "a single process opens shm and verbs (for processes it may spawn): card %s", R[0].card);
+    for (i = 0; i < 640; i++)
+        rdma_chan_poll(&R[0].ch);
+    ok(R[0].ch.xp[RDMA_XP_VERBS].xp->progress == 10, "a transport serving no link is polled "
+       "every 64th call (%lu of 640)", R[0].ch.xp[RDMA_XP_VERBS].xp->progress);
+    rdma_chan_poll(&R[0].ch);
+    rdma_chan_wait_arm(&R[0].ch, 5000, 0, &us);
+    rdma_chan_poll(&R[0].ch);
+    ok(R[0].ch.xp[RDMA_XP_VERBS].xp->progress == 11, "... and by the poll before a sleep");
+    world_close();
+    ok(world_open(1, one_node, RDMA_TRANSPORT_SHM) == 0 && !strncmp(R[0].card, "shm:fake0.0;host:", 17)
+       && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL, "TRANSPORT=shm: no verbs for them");
+    world_close();
+    fake_faults.open2_fails = 1;
     ok(world_open(1, one_node, RDMA_TRANSPORT_AUTO) == 0 && !strncmp(R[0].card, "shm:fake0.0;host:", 17)
-       && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL,
-       "a single process opens shm only (for processes it may spawn): card %s", R[0].card);
+       && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL, "verbs that cannot open is no error there: card %s",
+       R[0].card);
     world_close();
 }
 
 /* Links to processes outside the job: ids from the job size up, shm on
- * this host only, freed slots reused. */
+ * this host, verbs to others, freed slots reused. */
 static void test_dyn(void)
 {
     static const int one_node[NR] = { 0, 0, 0 };
-    rdma_link_t a, b, c;
+    rdma_link_t a, b, c, d;
     char card[300];
     rdma_chan_t *ch = &R[0].ch;
 
     memset(&a, 0, sizeof(a)), memset(&b, 0, sizeof(b)), memset(&c, 0, sizeof(c));
+    memset(&d, 0, sizeof(d));
     world_open(2, one_node, RDMA_TRANSPORT_AUTO);
     snprintf(card, sizeof(card), "shm:fake0.9;%s", ch->host);
     ok(rdma_chan_dyn_add(ch, &a, card, "me") == RDMA_OK && a.xc.peer == 2
        && a.xc.ops == &fake_xport && !strcmp(a.xc.hello, "me")
        && rdma_chan_dyn_add(ch, &b, card, "me") == RDMA_OK && b.xc.peer == 3,
        "processes outside the job on this host: shm, ids 2 and 3 (job of 2)");
-    ok(rdma_chan_dyn_add(ch, &c, "ib:fake1.9;host:elsewhere", "me") == RDMA_ERR_INVAL
-       && strstr(ch->msg, "on elsewhere") != NULL, "one on another host is refused: %s", ch->msg);
+    ok(rdma_chan_dyn_add(ch, &c, "shm:fake0.9;ib:fake1.9;host:elsewhere", "me") == RDMA_OK
+       && c.xc.ops == &fake_xport2 && c.xc.peer == 4, "one on another host: verbs");
+    ok(rdma_chan_dyn_add(ch, &d, "shm:fake0.9;host:elsewhere", "me") == RDMA_ERR_INVAL
+       && strstr(ch->msg, "on elsewhere") && strstr(ch->msg, "no verbs address"),
+       "one on another host without a verbs address is refused: %s", ch->msg);
     rdma_chan_dyn_del(ch, &a);
+    rdma_chan_dyn_del(ch, &c);
     ok(rdma_chan_dyn_add(ch, &c, card, "me") == RDMA_OK && c.xc.peer == 2 && a.xc.hello == NULL,
        "a freed id is given again");
+    world_close();
+    fake_faults.open2_fails = 1;
+    world_open(1, one_node, RDMA_TRANSPORT_AUTO);
+    ok(rdma_chan_dyn_add(&R[0].ch, &d, "ib:fake1.9;host:elsewhere", "me") == RDMA_ERR_INVAL
+       && strstr(R[0].ch.msg, "fake2: no device"), "verbs that could not open: the connection "
+       "says why: %s", R[0].ch.msg);
     world_close();
 }
 

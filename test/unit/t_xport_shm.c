@@ -84,25 +84,13 @@ static void run_self(void)
     rdma_xport_shm.finalize(s.xp);
 }
 
-/* Peers outside the job (dynamic processes): every rank a job of its own. */
-static const conform_case_t dyn_cases[] = {
-    {"dyn", "2 jobs of one rank: connection through the mailbox, streams both ways verified, "
-     "ping-pong", {.dynamic = 1, .pingpong = 300}, NULL},
-    {"dyn", "2 jobs connect to each other at the same time: one link wins, streams",
-     {.dynamic = 1, .all_connect = 1}, NULL},
-    {"dyn", "4 jobs, all pairs connect at once, basic mode: streams",
-     {.dynamic = 1, .nprocs = 4, .all_connect = 1, .mode = RB_MODE_BASIC}, NULL},
-    {"dyn", "2 jobs, receivers sleep in wait(): no lost wakeup",
-     {.dynamic = 1, .block = 1, .pingpong = 300}, NULL},
-};
-
 int main(void)
 {
     alarm(300);
     setvbuf(stdout, NULL, _IOLBF, 0);
     conform_t = &shm;
     conform_run(conform_cases, conform_ncases, getenv("CH3RDMA_T_XPORT_ONLY"));
-    conform_run(dyn_cases, sizeof(dyn_cases) / sizeof(dyn_cases[0]),
+    conform_run(conform_dyn_cases, conform_ndyn_cases,
                 getenv("CH3RDMA_T_XPORT_ONLY"));
     run_refused();
     run_self();

@@ -1,7 +1,8 @@
 /*
  * t_xport_verbs: TAP test of the verbs transport (rdma_xport_verbs) on a
  * real verbs device (rxe0 inside the Soft-RoCE VM): the conformance
- * harness every transport passes (test/xport/conform.h), then what is
+ * harness every transport passes (test/xport/conform.h), with peers in
+ * the job and outside it (dynamic processes), then what is
  * verbs' own -- write-with-immediate arrivals, peer death and silence
  * noticed by the connection manager, forged connection requests,
  * zero-copy registration rights, open() failures and the fork decision.
@@ -314,6 +315,7 @@ int main(int argc, char **argv)
         return done_testing();
     }
     conform_run(conform_cases, conform_ncases, only);
+    conform_run(conform_dyn_cases, conform_ndyn_cases, only);
     conform_run(verbs_cases, sizeof(verbs_cases) / sizeof(verbs_cases[0]), only);
     return done_testing();
 }

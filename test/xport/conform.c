@@ -90,7 +90,8 @@ static rdma_conn_t *cb_accept(void *arg, const char *who)
     node_t *nd = arg;
     int p = -1;
 
-    if (sscanf(who, "conform:%d", &p) != 1 || p < 0 || p >= nd->sc->nprocs || p == nd->rank)
+    if (sscanf(who, "conform:%d", &p) != 1 || p < 0 || p >= nd->sc->nprocs || p == nd->rank
+        || nd->rank == nd->sc->refuse_rank)
         return NULL;
     return &nd->conns[p].xc;
 }
@@ -184,6 +185,12 @@ unsigned char conform_gen(int s, int d, size_t i)
     return (uint8_t) (x >> 24 ^ x >> 11);
 }
 
+/* A scenario in which a connection must fail (no streams). */
+static int fails_to_connect(const scen_t * sc)
+{
+    return sc->silent_rank > 0 || sc->refuse_rank > 0 || sc->ext_fails;
+}
+
 /* One progress call; a failure is fatal for the rank unless it is the
  * expected peer failure, which returns 1. */
 int conform_progress(node_t * nd)
@@ -191,8 +198,7 @@ int conform_progress(node_t * nd)
     int rc = conform_t->ops->progress(nd->xp);
     if (rc == RDMA_OK)
         return 0;
-    if (rc == RDMA_ERR_PEER && (nd->sc->kill_rank > 0 || nd->sc->silent_rank > 0
-                                   || nd->sc->ext_fails)) {
+    if (rc == RDMA_ERR_PEER && (nd->sc->kill_rank > 0 || fails_to_connect(nd->sc))) {
         conform_say(nd, "P %.6f %s", conform_now(), conform_t->ops->error(nd->xp));
         return 1;
     }
@@ -388,7 +394,7 @@ static void rank_connect(node_t * nd)
     }
     while (nd->nready < sc->nprocs - 1) {
         if (conform_progress(nd)) {
-            if (sc->silent_rank > 0 || sc->ext_fails)
+            if (fails_to_connect(sc))
                 return;
             exit(1);
         }
@@ -439,6 +445,20 @@ void conform_barrier(node_t * nd)
 static void rank_silent(node_t * nd)
 {
     conform_barrier(nd);
+    conform_t->ops->finalize(nd->xp);
+    exit(0);
+}
+
+/* The refusing rank: answers connection requests (refusing them) for
+ * `late` s, then leaves. */
+static void rank_refusing(node_t * nd)
+{
+    double until = conform_now() + nd->sc->late;
+
+    while (conform_now() < until)
+        conform_progress(nd);
+    conform_barrier(nd);
+    rdma_thread_stop(&nd->thr);
     conform_t->ops->finalize(nd->xp);
     exit(0);
 }
@@ -518,9 +538,11 @@ static void rank_main(const scen_t * sc, int rank, int fd)
     if (rank == sc->silent_rank)
         rank_silent(&nd);
     rank_thread_start(&nd);
+    if (rank == sc->refuse_rank)
+        rank_refusing(&nd);
     rank_hook(&nd, CONFORM_CARDS);
     rank_connect(&nd);
-    if (sc->silent_rank <= 0 && !sc->ext_fails && !rank_stream(&nd)) {
+    if (!fails_to_connect(sc) && !rank_stream(&nd)) {
         if (sc->pingpong)
             rank_pingpong(&nd);
         rank_check_ready(&nd);
@@ -716,6 +738,7 @@ scen_t conform_defaults(const scen_t * in)
     sc.silent_rank = sc.silent_rank ? sc.silent_rank : -1;
     sc.late_rank = sc.late_rank ? sc.late_rank : -1;
     sc.exit_rank = sc.exit_rank ? sc.exit_rank : -1;
+    sc.refuse_rank = sc.refuse_rank ? sc.refuse_rank : -1;
     sc.late = sc.late > 0 ? sc.late : 1.5;
     return sc;
 }
@@ -781,6 +804,21 @@ const conform_case_t conform_cases[] = {
      {.nprocs = 3, .exit_rank = 1, .late = 6, .timeout = 2}, NULL},
 };
 const size_t conform_ncases = sizeof(conform_cases) / sizeof(conform_cases[0]);
+
+/* Peers outside the job (dynamic processes): every rank a job of its own. */
+const conform_case_t conform_dyn_cases[] = {
+    {"dyn", "2 jobs of one rank: connection through the transport's accept path, streams both "
+     "ways verified, ping-pong", {.dynamic = 1, .pingpong = 300}, NULL},
+    {"dyn", "2 jobs connect to each other at the same time: one connection wins, streams",
+     {.dynamic = 1, .all_connect = 1}, NULL},
+    {"dyn", "4 jobs, all pairs connect at once, basic mode: streams",
+     {.dynamic = 1, .nprocs = 4, .all_connect = 1, .mode = RB_MODE_BASIC}, NULL},
+    {"dyn", "2 jobs, receivers sleep in wait(): no lost wakeup",
+     {.dynamic = 1, .block = 1, .pingpong = 300}, NULL},
+    {"dyn", "2 jobs, the acceptor refuses the connector's hello: the connector is told so",
+     {.dynamic = 1, .refuse_rank = 1, .late = 3}, "refused the connection"},
+};
+const size_t conform_ndyn_cases = sizeof(conform_dyn_cases) / sizeof(conform_dyn_cases[0]);
 
 void conform_run(const conform_case_t * cases, size_t n, const char *only)
 {

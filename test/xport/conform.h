@@ -59,6 +59,8 @@ typedef struct scen {
     int dynamic;                /* every rank is a job of its own: its peers are
                                  * outside the job (ids from 1 up, hellos,
                                  * ev.accept), as for dynamic processes */
+    int refuse_rank;            /* dynamic: this rank's ev.accept refuses every
+                                 * hello; it answers for `late` s, then leaves */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
     double timeout;
@@ -98,6 +100,8 @@ typedef struct conform_xport {
 extern const conform_xport_t *conform_t;
 extern const conform_case_t conform_cases[];    /* what every transport passes */
 extern const size_t conform_ncases;
+extern const conform_case_t conform_dyn_cases[];        /* ... with peers outside the job */
+extern const size_t conform_ndyn_cases;
 
 double conform_now(void);
 void conform_say(node_t * nd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
