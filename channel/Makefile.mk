@@ -33,11 +33,13 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3_progress.c \
     $(rdma_dir)/src/rdma_channel.c \
     $(rdma_dir)/src/rdma_chan.c \
+    $(rdma_dir)/src/rdma_chan_wait.c \
     $(rdma_dir)/src/rdma_thread.c \
     $(rdma_dir)/src/rdma_cvars.c \
     $(rdma_dir)/src/rdma_link.c \
     $(rdma_dir)/src/rdma_xport_shm.c \
     $(rdma_dir)/src/rdma_shm_dyn.c \
+    $(rdma_dir)/src/rdma_shm_grow.c \
     $(rdma_dir)/src/rdma_xport_verbs.c \
     $(rdma_dir)/src/rdma_verbs_dev.c \
     $(rdma_dir)/src/rdma_verbs_cm.c \
@@ -45,8 +47,10 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_verbs_data.c \
     $(rdma_dir)/src/rdma_verbs_reg.c \
     $(rdma_dir)/src/rdma_verbs_eager.c \
+    $(rdma_dir)/src/rdma_verbs_grow.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \
     $(rdma_dir)/ringbuf/rb_rx.c \
+    $(rdma_dir)/ringbuf/rb_grow.c \
     $(rdma_dir)/ringbuf/rb_config.c \
     $(rdma_dir)/zcopy/zc.c \
     $(rdma_dir)/zcopy/rcache.c \

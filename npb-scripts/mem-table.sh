@@ -7,7 +7,9 @@
 # table per build and rank count with the ratio to ch3:nemesis, then the
 # projection to --project ranks per node from a fit Pss(N) = a N + b N^2 over
 # the measured counts, and ch3:rdma's verbs ring memory per process at
-# --peers remote peers (2 x RING_SIZE + a page per peer, pinned).
+# --peers remote peers (pinned: 2 x RING_INIT_SIZE + a page per peer that
+# only carried small messages, up to 2 x RING_SIZE + a page per peer whose
+# traffic grew its rings).
 #
 #   mem-table.sh [--builds "rdma nemesis sock"] [--np "8 32 64"] [--iters 300]
 #                [--bytes 4096] [--project 128] [--peers 1000] [--out DIR] [--wait-builds]
@@ -62,16 +64,22 @@ projection() {
     done
 }
 
+# The default of MPIR_CVAR_CH3_RDMA_<NAME> in the ch3:rdma build (mpivars).
+cvar_default() {
+    "$(prefix_of rdma)/bin/mpivars" 2>/dev/null |
+        sed -n "s/.*MPIR_CVAR_CH3_RDMA_$1 *=\(-*[0-9]*\).*/\1/p" | head -1
+}
+
 main() {
     BUILDS="rdma nemesis sock" NP="8 32 64" ITERS=300 BYTES=4096 PROJECT=128 PEERS=1000 OUT="" WAIT_BUILDS="" HELP=""
     parse_options "builds np iters bytes project peers out" "wait-builds help" "$@"
     [ -z "$HELP" ] || usage
     OUT=${OUT:-$(default_out mem)}
     mkdir -p "$OUT"
-    local np label ring
+    local np label ring init
     for np in $NP; do for label in $BUILDS; do measure "$label" "$np"; done; done
-    ring=$("$(prefix_of rdma)/bin/mpivars" 2>/dev/null |
-        sed -n 's/.*MPIR_CVAR_CH3_RDMA_RING_SIZE *=\([0-9]*\).*/\1/p' | head -1)
+    ring=$(cvar_default RING_SIZE) init=$(cvar_default RING_INIT_SIZE)
+    [ "${init:--1}" != -1 ] || init=16384
     {
         echo "Memory after $ITERS all-to-alls of $BYTES B per peer, one node ($(nproc) cores; $(uname -r)):"
         echo "sum of the ranks' Pss (test/bench/mpi_mem.c; runs in $OUT)."
@@ -80,9 +88,11 @@ main() {
         echo
         echo "Projection to $PROJECT ranks on a node (fit over $NP ranks):"
         projection
-        awk -v r="${ring:-524288}" -v p="$PEERS" 'BEGIN {
-            printf "- ch3:rdma over verbs: %d peers x (2 x RING_SIZE %d KiB + 4 KiB) = %.0f MiB pinned per process\n",
-                p, r / 1024, p * (2 * r + 4096) / 1048576 }'
+        awk -v r="${ring:-524288}" -v i="$init" -v p="$PEERS" 'BEGIN {
+            printf "- ch3:rdma over verbs: %d peers x (2 x RING_INIT_SIZE %d KiB + 4 KiB) = %.0f MiB pinned per process while they carry small messages;\n",
+                p, i / 1024, p * (2 * i + 4096) / 1048576
+            printf "  a peer whose traffic fills its ring grows it, up to 2 x RING_SIZE %d KiB + 4 KiB (%.0f MiB if all %d did)\n",
+                r / 1024, p * (2 * r + 4096) / 1048576, p }'
     } | tee "$OUT/report.md"
 }
 

@@ -21,20 +21,30 @@ static inline size_t rb_pad8(size_t n)
     return (n + 7) & ~(size_t) 7;
 }
 
-static inline size_t rb_ring_off(const rb_pipe_t * p, uint64_t pos)
+/* c: the direction's geometry, p->tx.cfg or p->rx.cfg */
+static inline size_t rb_ring_off(const rb_config_t * c, uint64_t pos)
 {
-    return pos & (p->cfg.ring_size - 1);
+    return pos & (c->ring_size - 1);
 }
 
 /* Ring bytes covered by a frame at ring offset off: whole chunks, or up to
- * the ring end for a PAD frame.  Sender and receiver both use this. */
-static inline uint64_t rb_frame_span(const rb_pipe_t * p, size_t off, int type, size_t len)
+ * the ring end for a PAD frame.  Sender and receiver both use this (a
+ * SWITCH frame's span is rb_switch_span's). */
+static inline uint64_t rb_frame_span(const rb_pipe_t * p, const rb_config_t * c, size_t off,
+                                     int type, size_t len)
 {
-    size_t c = p->cfg.chunk_size;
+    size_t k = c->chunk_size;
 
     if (type == RB_FRAME_PAD)
-        return p->cfg.ring_size - off;
-    return (p->ovh + rb_pad8(len) + c - 1) & ~(uint64_t) (c - 1);
+        return c->ring_size - off;
+    return (p->ovh + rb_pad8(len) + k - 1) & ~(uint64_t) (k - 1);
+}
+
+/* A SWITCH frame at position pos spans up to the next multiple of the new
+ * ring's size: the new ring starts empty at its offset 0. */
+static inline uint64_t rb_switch_span(uint64_t pos, size_t size)
+{
+    return size - (pos & (size - 1));
 }
 
 /* seq skips 0: a flag word that landed only in part (unwritten bytes still
@@ -83,5 +93,17 @@ static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
 {
     return (int64_t) (t - p->tx.tail) > 0 && (int64_t) (p->tx.head - t) >= 0;
 }
+
+/* rb_pipe.c */
+int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
+int rb_tx_send(rb_pipe_t * p, int type, size_t len);
+uint64_t rb_tx_tail_seen(const rb_pipe_t * p);
+
+/* rb_grow.c: growing rings (rb_pipe.h) */
+void rb_grow_stalled(rb_pipe_t * p, int full);
+void rb_grow_asked(rb_pipe_t * p);
+int rb_grow_step(rb_pipe_t * p);
+int rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f);
+void rb_grow_switched(rb_pipe_t * p, volatile uint8_t * old);
 
 #endif /* RB_IMPL_H_INCLUDED */

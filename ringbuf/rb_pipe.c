@@ -18,17 +18,21 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     if (!p || rb_config_check(cfg, NULL) || !ops || !ops->write || !ops->credit
         || !stage || !tail_word || !ring)
         return RDMA_ERR_INVAL;
+    if (cfg->ring_max > cfg->ring_size
+        && (!ops->ring_new || !ops->ring_drop || !ops->stage_new || !ops->ring_move))
+        return RDMA_ERR_INVAL;
     basic = cfg->mode == RB_MODE_BASIC;
     if ((basic && (!ops->head || !head_word)) || ((uintptr_t) stage | (uintptr_t) ring) & 7)
         return RDMA_ERR_INVAL;
     memset(p, 0, sizeof(*p));
     p->cfg = *cfg;
+    p->tx.cfg = p->rx.cfg = rb_config_fit(cfg, cfg->ring_size);
     p->ops = ops;
     p->ctx = ctx;
     p->tx.stage = stage;
     p->tx.tail_word = tail_word;
     p->tx.seq = 1;
-    p->tx.wr_target = (double) cfg->sched_c0;
+    p->tx.wr_target = (double) p->tx.cfg.sched_c0;
     p->rx.ring = ring;
     p->rx.head_word = head_word;
     p->rx.seq = 1;
@@ -41,7 +45,7 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
 
 /* The newest peer tail known: replica or credit word (acquire: the peer
  * cleared its chunk-start words before storing it). */
-static uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
+uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
 {
     uint64_t t = __atomic_load_n(p->tx.tail_word, __ATOMIC_ACQUIRE);
 
@@ -50,13 +54,13 @@ static uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
 
 static uint64_t rb_tx_room(const rb_pipe_t * p)
 {
-    return p->cfg.ring_size - (p->tx.head - p->tx.tail);
+    return p->tx.cfg.ring_size - (p->tx.head - p->tx.tail);
 }
 
 /* Payload area of the next frame, its last partial word zeroed (pad8). */
 static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
 {
-    uint8_t *d = p->tx.stage + rb_ring_off(p, p->tx.head) + RB_HDR;
+    uint8_t *d = p->tx.stage + rb_ring_off(&p->tx.cfg, p->tx.head) + RB_HDR;
 
     if (len & 7)
         *(uint64_t *) (d + (len & ~(size_t) 7)) = 0;
@@ -71,7 +75,7 @@ static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, c
     p->stats.writes_tx++;
     if ((u ? p->ops->write_user(p->ctx, off, len, frames, u)
          : p->ops->write(p->ctx, off, len, frames))
-        || (p->cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
+        || (p->tx.cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
         return RDMA_ERR_XPORT;
     return RDMA_OK;
 }
@@ -80,7 +84,7 @@ static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, c
  * and grow the superpipeline target. */
 static int rb_tx_flush(rb_pipe_t * p)
 {
-    const rb_config_t *c = &p->cfg;
+    const rb_config_t *c = &p->tx.cfg;
     unsigned frames = p->tx.wr_frames;
 
     if (!frames)
@@ -94,13 +98,14 @@ static int rb_tx_flush(rb_pipe_t * p)
  * in the stage; returns its ring offset.  Space was checked by the caller. */
 static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
 {
-    size_t off = rb_ring_off(p, p->tx.head);
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint8_t *f = p->tx.stage + off;
     uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
     uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
 
-    ((uint64_t *) f)[1] = (p->cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
-        | (uint64_t) type << 56;
+    ((uint64_t *) f)[1] = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
+        | p->tx.ask | (uint64_t) type << 56;
+    p->tx.ask = 0;
     /* The receiver's word at the tail position is 0 or what our stage holds
      * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
      * flag this read is skipped; on shm it would fetch a line the peer
@@ -114,12 +119,13 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
      * whose stage is the peer's ring, this store publishes the frame: the
      * receiver copies it out while we build the next sub-block) */
     __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
-    p->tx.head += rb_frame_span(p, off, type, len);
+    p->tx.head += type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
+        : rb_frame_span(p, &p->tx.cfg, off, type, len);
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
     p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + p->ovh + len;
-    if (p->cfg.mode != RB_MODE_BASIC)
+    if (p->tx.cfg.mode != RB_MODE_BASIC)
         p->rx.tail_sent = p->rx.tail;   /* piggybacked */
     return off;
 }
@@ -127,9 +133,9 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
 /* Complete the frame whose payload is in place and add it to the pending
  * group, which is written once it reaches the superpipeline target (at
  * once without a schedule).  Space was checked by the caller. */
-static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
+int rb_tx_send(rb_pipe_t * p, int type, size_t len)
 {
-    size_t off = rb_ring_off(p, p->tx.head);
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     int rc;
 
     /* a group is contiguous in the ring: it ends where the ring wraps */
@@ -146,8 +152,8 @@ static int rb_tx_send(rb_pipe_t * p, int type, size_t len)
  * by the frame bytes written since offset 0). */
 static int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
 {
-    return p->cfg.hot_window && off
-        && (off >= p->cfg.hot_window || p->tx.hot_bytes >= p->cfg.hot_window / 4);
+    return p->tx.cfg.hot_window && off
+        && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
 }
 
 /* Hot window (rb_config_t.hot_window): on an empty ring past the window,
@@ -155,7 +161,7 @@ static int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
  * The PAD is the last frame of its group, as at any ring end. */
 static int rb_tx_rewind(rb_pipe_t * p)
 {
-    if (!rb_tx_past_hot(p, rb_ring_off(p, p->tx.head)) || p->tx.head != p->tx.tail)
+    if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head)) || p->tx.head != p->tx.tail)
         return RDMA_OK;
     p->stats.rewinds++;
     return rb_tx_send(p, RB_FRAME_PAD, 0);
@@ -167,10 +173,10 @@ static int rb_tx_rewind(rb_pipe_t * p)
  * exactly that frame. */
 static int rb_tx_one_fits(const rb_pipe_t * p, size_t len)
 {
-    size_t off = rb_ring_off(p, p->tx.head);
-    uint64_t span = rb_frame_span(p, off, RB_FRAME_DATA, len);
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
 
-    return len && span <= p->cfg.max_frame && off + span <= p->cfg.ring_size
+    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
         && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off);
 }
 
@@ -183,7 +189,7 @@ static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, 
     for (i = 0; i < n; d += iov[i++].iov_len)
         memcpy(d, iov[i].iov_base, iov[i].iov_len);
     rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
-    p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
+    p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? len : 0;
     return rc;
 }
@@ -196,6 +202,8 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
 
     if (!p || !nbytes || n < 0 || (n && !iov))
         return RDMA_ERR_INVAL;
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
     total = rb_iov_total(iov, n);
     if (rb_tx_one_fits(p, total))
         return rb_tx_one(p, iov, n, total, nbytes);
@@ -205,15 +213,15 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     while (done < total && rc == RDMA_OK) {
         /* room: chunk multiples, so a non-zero room holds >= 40 payload
          * bytes; the frame ends at the ring end at the latest */
-        size_t off = rb_ring_off(p, p->tx.head);
+        size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
         uint64_t room = rb_tx_room(p);
         size_t len = total - done;
 
-        if (room > p->cfg.ring_size - off)
-            room = p->cfg.ring_size - off;
-        if (room > p->cfg.max_frame)
-            room = p->cfg.max_frame;
-        if (room < p->cfg.chunk_size)
+        if (room > p->tx.cfg.ring_size - off)
+            room = p->tx.cfg.ring_size - off;
+        if (room > p->tx.cfg.max_frame)
+            room = p->tx.cfg.max_frame;
+        if (room < p->tx.cfg.chunk_size)
             break;
         if (len > room - p->ovh)
             len = room - p->ovh;
@@ -223,17 +231,17 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     }
     if (rc == RDMA_OK)
         rc = rb_tx_flush(p);
-    if (total && !done && rc == RDMA_OK)
-        p->stats.full_stalls++;
+    if (done < total && rc == RDMA_OK)
+        rb_grow_stalled(p, !done);
     if (done == total)
-        p->tx.wr_target = (double) p->cfg.sched_c0;     /* the message is complete */
+        p->tx.wr_target = (double) p->tx.cfg.sched_c0;     /* the message is complete */
     *nbytes = done;
     return rc;
 }
 
 size_t rb_pipe_user_max(const rb_pipe_t * p)
 {
-    return RB_USER_SEGS * (p->cfg.max_frame - p->ovh);
+    return RB_USER_SEGS * (p->tx.cfg.max_frame - p->ovh);
 }
 
 /* Make `span` ring bytes of frames start where they fit: the newest peer
@@ -249,9 +257,9 @@ static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
     p->tx.tail = rb_tx_tail_seen(p);
     if ((rc = rb_tx_rewind(p)) != RDMA_OK)
         return rc;
-    off = rb_ring_off(p, p->tx.head);
-    if (off + span > p->cfg.ring_size) {
-        if (rb_tx_room(p) < p->cfg.ring_size - off)
+    off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    if (off + span > p->tx.cfg.ring_size) {
+        if (rb_tx_room(p) < p->tx.cfg.ring_size - off)
             goto full;
         if ((rc = rb_tx_send(p, RB_FRAME_PAD, 0)) != RDMA_OK)
             return rc;
@@ -260,7 +268,8 @@ static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
         goto full;
     *fits = 1;
   full:
-    p->stats.full_stalls += !*fits;
+    if (!*fits)
+        rb_grow_stalled(p, 1);
     return rb_tx_flush(p);      /* a PAD frame may be pending */
 }
 
@@ -270,8 +279,8 @@ static int rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t tota
                       void *handle, size_t *nbytes)
 {
     const struct iovec *e = &iov[n - 1];
-    size_t fmax = p->cfg.max_frame - p->ovh, hlen = total - e->iov_len, done = 0, end = 0;
-    size_t off = rb_ring_off(p, p->tx.head), len, h;
+    size_t fmax = p->tx.cfg.max_frame - p->ovh, hlen = total - e->iov_len, done = 0, end = 0;
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head), len, h;
     rb_cursor_t cur = { iov, 0 };
     rb_user_t u = {.n = 0,.handle = handle };
     uint8_t *d;
@@ -294,7 +303,7 @@ static int rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t tota
     rc = rb_tx_write(p, off, end - off, frames, &u);
     for (j = 0; p->tail_flag && j < u.n; j++)   /* the mirror, while the NIC sends */
         memcpy(p->tx.stage + u.seg[j].at, u.seg[j].addr, u.seg[j].len);
-    p->tx.wr_target = (double) p->cfg.sched_c0; /* the message is complete */
+    p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? total : 0;
     return rc;
 }
@@ -307,16 +316,18 @@ rdma_status_t rb_pipe_put_user(rb_pipe_t * p, const struct iovec *iov, int n, vo
     int rc, fits;
 
     if (!p || !nbytes || n < 1 || !iov || !handle || !p->ops->write_user
-        || p->cfg.flag_publishes)
+        || p->tx.cfg.flag_publishes)
         return RDMA_ERR_INVAL;
     *nbytes = 0;
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
     total = rb_iov_total(iov, n);
-    fmax = p->cfg.max_frame - p->ovh;
+    fmax = p->tx.cfg.max_frame - p->ovh;
     if (!total || total > rb_pipe_user_max(p))
         return RDMA_ERR_INVAL;
     k = (total - 1) / fmax;     /* full frames before the last */
-    span = k * rb_frame_span(p, 0, RB_FRAME_DATA, fmax)
-        + rb_frame_span(p, 0, RB_FRAME_DATA, total - k * fmax);
+    span = k * rb_frame_span(p, &p->tx.cfg, 0, RB_FRAME_DATA, fmax)
+        + rb_frame_span(p, &p->tx.cfg, 0, RB_FRAME_DATA, total - k * fmax);
     if ((rc = rb_tx_place(p, span, &fits)) != RDMA_OK || !fits)
         return rc;
     return rb_tx_user(p, iov, n, total, handle, nbytes);
@@ -326,10 +337,19 @@ rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t 
 {
     int rc;
 
-    if (!p || !sent || type < RB_FRAME_CTRL || type >= RB_FRAME_PAD || (len && !buf)
-        || len > p->cfg.max_frame - RB_FRAME_OVERHEAD)
+    if (!p || !sent || type < RB_FRAME_CTRL || type >= RB_FRAME_MOVE || (len && !buf)
+        || len > p->tx.cfg.max_frame - RB_FRAME_OVERHEAD)
         return RDMA_ERR_INVAL;
-    rc = rb_tx_place(p, rb_frame_span(p, 0, type, len), sent);
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
+    return rb_tx_ctrl(p, type, buf, len, sent);
+}
+
+/* One control frame (any type but PAD), placed and written at once. */
+int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+{
+    int rc = rb_tx_place(p, rb_frame_span(p, &p->tx.cfg, 0, type, len), sent);
+
     if (rc != RDMA_OK || !*sent)
         return rc;
     if (len)
@@ -342,6 +362,6 @@ rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t 
 
 size_t rb_pipe_tx_space(const rb_pipe_t * p)
 {
-    return p->cfg.ring_size - (p->tx.head - rb_tx_tail_seen(p));
+    return p->tx.cfg.ring_size - (p->tx.head - rb_tx_tail_seen(p));
 }
 

@@ -19,7 +19,8 @@
  *
  *   +0   uint64 flag    = (seq << 32) | (len << 2) | alt,  alt in {1,2}
  *   +8   uint64 info    = credit (receiver tail of the reverse pipe, bytes,
- *                         low 56 bits; rebuilt against tx.head)
+ *                         low 55 bits; rebuilt against tx.head)
+ *                         | RB_INFO_GROW (bit 55: "grow my ring")
  *                         | (uint64)type << 56
  *   +16  payload[len], zero padded to 8 bytes
  *   +16+pad8(len)  uint64 tail flag == flag, only where nothing else
@@ -60,6 +61,33 @@
  * slots for credit writes.  A piggybacked credit counts as sent, but the
  * peer only sees it when it reads that frame: both ends must keep reading.
  *
+ * Growing rings (cfg.ring_max > ring_size, the transport's ring_new,
+ * ring_drop, stage_new and ring_move set): each direction starts at
+ * ring_size and doubles, up to ring_max, when its traffic needs it:
+ *  1. The sender meets a full ring (a put that cannot take all it was
+ *     given): its next frame carries RB_INFO_GROW (once per size).
+ *  2. The receiver allocates a ring twice the size (ops->ring_new) and
+ *     sends MOVE {size, descriptor} on the reverse pipe.  The receiver's
+ *     owner may also offer the first size again (rb_pipe_shrink) when the
+ *     connection has been idle: the same steps follow.
+ *  3. The sender, at its next frame boundary with a chunk free in the old
+ *     ring (at once if it is idle: the MOVE is acted on where it is read),
+ *     gets a new stage (ops->stage_new), writes SWITCH as the last
+ *     frame of the old ring and moves its writes (ops->ring_move).  SWITCH
+ *     spans up to the next multiple of the new size, P: both ends continue
+ *     at position P, offset 0 of the new ring, which is empty (the sender
+ *     sets its tail replica to P; older credits are below it and ignored).
+ *  4. The receiver, having consumed every frame before SWITCH (all of the
+ *     old ring's writes landed), reads on in the new ring and frees the old
+ *     one (ops->ring_drop).
+ * Nothing is lost or reordered: the stream's frames stay in seq order and
+ * SWITCH is their boundary.  Each direction has its own geometry (tx.cfg,
+ * rx.cfg: cfg fitted to the current ring by rb_config_fit); both ends of a
+ * direction change it at SWITCH.  MOVE and SWITCH are internal frames, never
+ * shown to the caller.  A failed allocation leaves the ring as it is: a
+ * refused ring_new ends the asking at that size, a refused stage_new leaves
+ * the receiver's new ring unused until the transport closes.
+ *
  * Basic mode (the paper's baseline, for ablation): no piggyback; after each
  * frame the sender writes its head with ops->head, the receiver detects data
  * by its head word only and returns every consumption with ops->credit.
@@ -80,16 +108,22 @@ typedef enum {
     RB_MODE_BASIC = 1           /* separate data, head and tail writes */
 } rb_mode_t;
 
-/* Frame types: DATA, control types RB_FRAME_CTRL..RB_FRAME_PAD-1 (the
- * caller's choice), and PAD (internal, never returned by rb_pipe_peek). */
-enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_PAD = 255 };
+/* Frame types: DATA, control types RB_FRAME_CTRL..RB_FRAME_MOVE-1 (the
+ * caller's choice), and the internal MOVE, SWITCH (growing rings, see
+ * above) and PAD, never returned by rb_pipe_peek. */
+enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITCH = 254,
+    RB_FRAME_PAD = 255
+};
 
 #define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag (the most) */
-#define RB_CREDIT_MASK ((UINT64_C(1) << 56) - 1)       /* info bits 0..55 */
+#define RB_CREDIT_MASK ((UINT64_C(1) << 55) - 1)       /* info bits 0..54 */
+#define RB_INFO_GROW (UINT64_C(1) << 55)
+#define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
 #define RB_LEN_MAX ((1u << 30) - 1)
 
 typedef struct rb_config {
-    size_t ring_size;           /* bytes; power of two, <= 2^55 */
+    size_t ring_size;           /* bytes; power of two, <= 2^54; where the
+                                 * ring grows (ring_max), its first size */
     size_t chunk_size;          /* ring slot; power of two, 64..ring_size/4 */
     size_t max_frame;           /* bytes incl. overhead; multiple of chunk_size,
                                  * chunk_size..ring_size/2 */
@@ -120,6 +154,11 @@ typedef struct rb_config {
      * store publishes the frame (shm): no tail flag is written or checked,
      * and the sender never reads the peer's line to pick alt. */
     int flag_publishes;
+    /* 0 or ring_size: the ring keeps its size; else a power of two above
+     * ring_size that it grows to at most (rb_pipe.h, "Growing rings"): the
+     * sizes above are checked against it and fitted to each ring size
+     * (rb_config_fit). */
+    size_t ring_max;
 } rb_config_t;
 
 /* The parts of a write that come from the user's memory, not the stage
@@ -153,6 +192,22 @@ typedef struct rb_xport_ops {
      * its owner then, not the pipe. */
     rdma_status_t (*write_user)(void *ctx, size_t off, size_t len, unsigned frames,
                                 const rb_user_t * u);
+    /* Growing rings: all four, or NULL (the rings keep their size).
+     * Receiver: a new zeroed ring of size bytes (*ring), and in desc[*dlen]
+     * (at most RB_DESC_MAX) what the peer's ring_move needs to write it. */
+    rdma_status_t (*ring_new)(void *ctx, size_t size, void *desc, size_t *dlen,
+                              volatile void **ring);
+    /* Receiver: ring `old` is done with (the peer moved to the new one). */
+    void (*ring_drop)(void *ctx, volatile void *old);
+    /* Sender: a new zeroed stage of size bytes for the peer's new ring
+     * (desc from its ring_new; where the stage IS the peer's ring, this
+     * maps it), not yet written from. */
+    rdma_status_t (*stage_new)(void *ctx, size_t size, const void *desc, size_t dlen,
+                               void **stage);
+    /* Sender: later writes go to the peer's new ring (desc from its
+     * ring_new) from the stage stage_new returned; the old stage is read
+     * until the writes already handed over complete. */
+    void (*ring_move)(void *ctx, size_t size, const void *desc, size_t dlen);
 } rb_xport_ops_t;
 
 typedef struct rb_stats {
@@ -161,6 +216,8 @@ typedef struct rb_stats {
     uint64_t credits_tx;        /* explicit credit updates sent */
     uint64_t full_stalls;       /* putv calls that found no space */
     uint64_t rewinds;           /* PAD frames sent to rewind to the hot window */
+    uint64_t grows, shrinks;    /* moves of the send side to a larger, a
+                                 * smaller ring */
 } rb_stats_t;
 
 /* A complete frame at rx.tail, as the receiver parsed it (rb_pipe.c). */
@@ -172,7 +229,7 @@ typedef struct rb_frame {
 } rb_frame_t;
 
 typedef struct rb_pipe {
-    rb_config_t cfg;
+    rb_config_t cfg;            /* as configured (checked against ring_max) */
     const rb_xport_ops_t *ops;
     void *ctx;
     /* From cfg at init: a tail flag is written and checked unless the head
@@ -181,7 +238,11 @@ typedef struct rb_pipe {
      * a frame's bytes besides its padded payload (16, or 24 with it). */
     int tail_flag;
     unsigned ovh;
+    /* Grow work owed (rx.offer, tx.move.size): the entry points do it
+     * first (rb_grow_step). */
+    int pend;
     struct {
+        rb_config_t cfg;        /* fitted to the peer's ring (rb_config_fit) */
         uint8_t *stage;
         volatile uint64_t *tail_word;
         uint64_t head;          /* master */
@@ -191,8 +252,17 @@ typedef struct rb_pipe {
         size_t wr_off, wr_len;  /* frames built, not yet written */
         unsigned wr_frames;
         double wr_target;       /* bytes that close the current group (rb_sched_chunk) */
+        uint64_t ask;           /* RB_INFO_GROW on the next frame, or 0 */
+        size_t asked;           /* ring size we asked to grow from (0 after
+                                 * each switch) */
+        struct {
+            size_t size, dlen;  /* size 0: no MOVE pending */
+            uint8_t desc[RB_DESC_MAX];
+            void *stage;        /* from ops->stage_new, or NULL */
+        } move;                 /* the peer's MOVE, SWITCH not yet sent */
     } tx;
     struct {
+        rb_config_t cfg;        /* fitted to our ring (rb_config_fit) */
         volatile uint8_t *ring;
         volatile uint64_t *head_word;
         uint64_t tail;          /* master: start of the current frame */
@@ -203,12 +273,28 @@ typedef struct rb_pipe {
         int at_ctrl;            /* the last getv stopped at a CTRL frame */
         rb_frame_t seen;        /* what rb_pipe_peek parsed at tail, until
                                  * its release (span 0: nothing) */
+        struct {
+            volatile uint8_t *ring;     /* the peer will SWITCH to it; or NULL */
+            size_t size, dlen;
+            uint8_t desc[RB_DESC_MAX];
+        } next;
+        size_t offer;           /* ring size to offer with MOVE, or 0 */
+        uint32_t grow_seq;      /* seq of the frame whose GROW was taken (a
+                                 * frame read in parts is parsed again) */
     } rx;
     rb_stats_t stats;
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */
 rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what);
+
+/* cfg (checked) fitted to a ring of `ring` bytes (ring_size..ring_max):
+ * max_frame and hot_window at most ring/2, credit_threshold at most ring -
+ * max_frame (not scaled down: an explicit credit per small message would
+ * cost a write on the latency path), sched_max scaled with the ring (a
+ * quarter of a quarter-size ring where the largest had a quarter), never
+ * below a chunk. */
+rb_config_t rb_config_fit(const rb_config_t * cfg, size_t ring);
 
 /* The four areas must be zeroed by their owners before either side writes.
  * stage and ring are ring_size bytes, 8-byte aligned. */
@@ -266,11 +352,12 @@ rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n);
  * if a frame may be there (rb_pipe_getv/peek then decide, with acquire). */
 static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
 {
-    if (p->cfg.completion_driven)
+    if (p->rx.cfg.completion_driven)
         return p->rx.landed != p->rx.consumed;
-    if (p->cfg.mode == RB_MODE_BASIC)
+    if (p->rx.cfg.mode == RB_MODE_BASIC)
         return *p->rx.head_word != p->rx.tail;
-    return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->cfg.ring_size - 1))) != 0;
+    return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->rx.cfg.ring_size - 1)))
+        != 0;
 }
 
 /* 1 if the last getv stopped at a CTRL frame (the caller's to peek). */
@@ -297,6 +384,11 @@ double rb_sched_chunk(size_t c0, double q, size_t max, unsigned i);
  * c0 (q^n - 1)/(q - 1) >= len, i.e. ceil(log_q(1 + (len/c0)(q - 1))) (seeds
  * 000/002, eq. 7); ceil(len/c0) for q = 1. */
 unsigned rb_sched_count(size_t len, size_t c0, double q);
+
+/* The owner found the connection idle for long: if this side's receive
+ * ring grew, offer the peer a ring of the first size again (rb_pipe.h,
+ * "Growing rings"); the rest happens as the two ends poll. */
+rdma_status_t rb_pipe_shrink(rb_pipe_t * p);
 
 /* Publish the receive tail now if anything is unreported (e.g. when idle
  * or before closing). */

@@ -39,18 +39,18 @@ static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
 /* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
 static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 {
-    size_t off = rb_ring_off(p, p->rx.tail);
+    size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail);
     volatile uint8_t *fr = p->rx.ring + off;
     int known = 0;              /* the transport says the frame is there */
     uint64_t flag, info;
     size_t len;
 
-    if (p->cfg.completion_driven) {
+    if (p->rx.cfg.completion_driven) {
         if (p->rx.landed == p->rx.consumed)
             return 0;
         known = 1;
     }
-    if (p->cfg.mode == RB_MODE_BASIC) {
+    if (p->rx.cfg.mode == RB_MODE_BASIC) {
         if ((int64_t) (__atomic_load_n(p->rx.head_word, __ATOMIC_ACQUIRE) - p->rx.tail) <= 0)
             return 0;
         known = 1;
@@ -64,8 +64,8 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     len = flag >> 2 & RB_LEN_MAX;
     /* rx.off > len: the peer rewrote a frame we had partly read (callers
      * compute len - rx.off) */
-    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->cfg.max_frame
-        || off + p->ovh + rb_pad8(len) > p->cfg.ring_size || p->rx.off > len)
+    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->rx.cfg.max_frame
+        || off + p->ovh + rb_pad8(len) > p->rx.cfg.ring_size || p->rx.off > len)
         return RDMA_ERR_PROTO;
     if (p->tail_flag
         && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
@@ -80,9 +80,11 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
         rb_rx_prefetch(fr, len);
     info = ((volatile uint64_t *) fr)[1];
     f->type = (int) (info >> 56);
-    if (f->type == RB_FRAME_PAD && len)
+    if ((f->type == RB_FRAME_PAD || f->type == RB_FRAME_SWITCH) && len)
         return RDMA_ERR_PROTO;
-    if (p->cfg.mode == RB_MODE_PIGGYBACK) {
+    if (info & RB_INFO_GROW)
+        rb_grow_asked(p);
+    if (p->rx.cfg.mode == RB_MODE_PIGGYBACK) {
         /* 56-bit credit: rebuild the full tail, which lies within a ring of
          * tx.head */
         uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
@@ -92,7 +94,12 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     }
     f->payload = (uint8_t *) (fr + RB_HDR);
     f->len = len;
-    f->span = rb_frame_span(p, off, f->type, len);
+    f->span = rb_frame_span(p, &p->rx.cfg, off, f->type, len);
+    if (f->type == RB_FRAME_SWITCH) {
+        if (!p->rx.next.ring || p->rx.offer)
+            return RDMA_ERR_PROTO;
+        f->span = rb_switch_span(p->rx.tail, p->rx.next.size);
+    }
     return 1;
 }
 
@@ -101,12 +108,12 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
  * was never written), advance, and return credit when due. */
 static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 {
-    volatile uint8_t *r = p->rx.ring + rb_ring_off(p, p->rx.tail);
+    volatile uint8_t *r = p->rx.ring + rb_ring_off(&p->rx.cfg, p->rx.tail);
     uint64_t c, wrote = p->ovh + rb_pad8(f->len);
 
     /* relaxed: the credit's release store (ops->credit, or the head flag
      * of the next frame that piggybacks it) orders these before reuse */
-    for (c = 0; c < wrote; c += p->cfg.chunk_size)
+    for (c = 0; c < wrote; c += p->rx.cfg.chunk_size)
         __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
     p->rx.tail += f->span;
     p->rx.seen.span = 0;
@@ -114,21 +121,31 @@ static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
     p->rx.seq = rb_seq_next(p->rx.seq);
     p->rx.consumed++;
     p->stats.frames_rx++;
-    if (p->cfg.mode == RB_MODE_BASIC
-        || p->rx.tail - p->rx.tail_sent >= p->cfg.credit_threshold)
+    if (p->rx.cfg.mode == RB_MODE_BASIC
+        || p->rx.tail - p->rx.tail_sent >= p->rx.cfg.credit_threshold)
         return rb_rx_credit(p);
     return RDMA_OK;
 }
 
-/* rb_rx_parse, with PAD frames released on the way: never shown. */
+/* rb_rx_parse, with the internal frames (PAD, MOVE, SWITCH) acted on and
+ * released on the way: never shown.  Grow work owed goes first. */
 static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
 {
     int rc;
 
-    while ((rc = rb_rx_parse(p, f)) == 1 && f->type == RB_FRAME_PAD) {
-        rc = rb_rx_release(p, f);
-        if (rc)
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
+    while ((rc = rb_rx_parse(p, f)) == 1 && f->type >= RB_FRAME_MOVE) {
+        volatile uint8_t *old = p->rx.ring;
+
+        if (f->type == RB_FRAME_MOVE && (rc = rb_grow_moved(p, f)) != RDMA_OK)
             return rc;
+        if ((rc = rb_rx_release(p, f)) != RDMA_OK)
+            return rc;
+        if (f->type == RB_FRAME_SWITCH)
+            rb_grow_switched(p, old);
+        if (f->type == RB_FRAME_MOVE && (rc = rb_grow_step(p)) != RDMA_OK)
+            return rc;  /* switch at once: the sender may be idle */
     }
     return rc;
 }

@@ -220,7 +220,7 @@ static int zc_eager_put(zc_conn_t * z, const struct iovec *iov, int n, size_t ru
     *held = 0;
     if (e->iov_len < z->cfg.eager_min || n < 2 || run == e->iov_len
         || run > rb_pipe_user_max(z->pipe) || !z->ops || !z->ops->hold
-        || rb_pipe_tx_space(z->pipe) < z->pipe->cfg.ring_size
+        || rb_pipe_tx_space(z->pipe) < z->pipe->tx.cfg.ring_size
         || z->ops->hold(z->ctx, e->iov_base, e->iov_len, &h))
         return RDMA_OK;
     *held = 1;

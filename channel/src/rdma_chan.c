@@ -160,6 +160,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->job = ch->job;
     prm->ring_size = ring->ring_size;
     prm->chunk_size = ring->chunk_size;
+    prm->ring_max = ring->ring_max;
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
         rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,
@@ -246,6 +247,8 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
         if (st != RDMA_OK)
             return st;
         n += snprintf(card + n, n < len ? len - n : 0, "%s:%s;", ch->xp[k].key, frag);
+        ch->ring_idle_on |= ch->cfg.ring_idle > 0
+            && ch->cfg.link[k].ring.ring_max > ch->cfg.link[k].ring.ring_size;
     }
     for (i = 0; i < ch->size; i++) {
         rdma_link_t *l = rdma_chan_link_at(ch, i);
@@ -280,6 +283,10 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
         c->copy_parts += l->zc.stats.copy_msgs;
         c->copy_fallbacks += l->zc.stats.refused_rx;
         c->eager_zcopy_sends += l->zc.stats.eager_zc;
+        c->ring_grows += l->pipe.stats.grows;
+        c->ring_shrinks += l->pipe.stats.shrinks;
+        c->ring_bytes += l->pipe.rx.cfg.ring_size
+            + (l->pipe.cfg.flag_publishes ? 0 : l->pipe.tx.cfg.ring_size);
     }
     for (k = 0; k < RDMA_XP_N; k++)
         if (ch->xp[k].xp && ch->xp[k].ops->counters)
@@ -510,10 +517,38 @@ rdma_status_t rdma_chan_fail(rdma_chan_t * ch, rdma_link_t * l, rdma_status_t st
                     rdma_status_str(st));
 }
 
+/* Every cfg.ring_idle seconds (looked at every 4096th poll and before each
+ * sleep): links idle for a whole period offer their grown rings back small
+ * (rdma_link_idle). */
+__attribute__ ((cold)) static rdma_status_t rdma_chan_idle_check(rdma_chan_t * ch)
+{
+    struct timespec ts;
+    double now;
+    int i;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    now = (double) ts.tv_sec + ts.tv_nsec * 1e-9;
+    if (now < ch->ring_next)
+        return RDMA_OK;
+    ch->ring_next = now + ch->cfg.ring_idle;
+    for (i = 0; i < ch->size + ch->ndyn; i++) {
+        rdma_link_t *l = rdma_chan_link_at(ch, i);
+        rdma_status_t st = l ? rdma_link_idle(l) : RDMA_OK;
+
+        if (st != RDMA_OK)
+            return rdma_chan_fail(ch, l, st);
+    }
+    return RDMA_OK;
+}
+
 rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
 {
     rdma_status_t st;
     int i, k;
+
+    if (ch->ring_idle_on && !(++ch->ring_polls & 4095)
+        && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
+        return st;
 
     for (k = 0; k < RDMA_XP_N; k++) {
         /* one serving no link yet has at most requests from outside the
@@ -534,47 +569,4 @@ rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
         }
     }
     return RDMA_OK;
-}
-
-/* --- waiting ---------------------------------------------------------- */
-
-int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
-{
-    if (cfg->poll_spins >= 0)
-        return cfg->poll_spins;
-    return local > cores ? 0 : 2000;
-}
-
-/* With shm peers the waiter is shm's futex, which verbs arrivals cannot
- * wake: with both, the sleep is short.  Verbs alone: short sleeps for the
- * first RDMA_BLOCK_SHORT sleeps (on Soft-RoCE a CQ-event wakeup measured
- * slower than a 50 us sleep), then the CQ event, unless a flag-polled
- * connection makes the waiter decline (no event per arrival: 500 us
- * sleeps).  With several threads sharing the waiter a wakeup may be
- * missed, so the sleep is bounded there too. */
-enum { RDMA_BLOCK_SHORT = 3000 };
-__attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us)
-{
-    int shm = ch->links[RDMA_XP_SHM] > 0, verbs = ch->links[RDMA_XP_VERBS] > 0;
-    int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
-    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp), i;
-
-    for (i = 0; i < RDMA_XP_N; i++)     /* the poll before the sleep reaches all */
-        ch->xp[i].idle_polls |= 63;
-
-    *us = armed && !(shm && verbs) ? (threaded ? 1000 : 20000) : over < RDMA_BLOCK_SHORT ? 50
-        : 500;
-    return armed ? k : -1;
-}
-
-__attribute__ ((cold)) void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep)
-{
-    struct timespec ts = { 0, us * 1000 };
-
-    if (k >= 0 && !sleep)
-        ch->xp[k].ops->wait_disarm(ch->xp[k].xp);
-    else if (k >= 0)
-        ch->xp[k].ops->wait(ch->xp[k].xp, us);
-    else if (sleep)
-        nanosleep(&ts, NULL);
 }

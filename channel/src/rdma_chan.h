@@ -77,6 +77,10 @@ struct rdma_chan {
     /* links, dyn, host, token: the owner's thread only (the channel
      * thread runs bg_run and conn_of, which never read them) */
     int links[RDMA_XP_N];       /* links each transport serves */
+    /* idle rings (rdma_chan_idle_check): an open transport's rings can
+     * grow and RING_IDLE is set; polls since the last look at the clock */
+    int ring_idle_on;
+    unsigned ring_polls;
     rdma_chan_dyn_t *dyn;       /* [ndyn] */
     int ndyn;
     char host[72];              /* host:<name> in the card: who shares shm */
@@ -86,6 +90,7 @@ struct rdma_chan {
     char msg[RDMA_MSG_LEN];     /* why the last call failed */
     char xp_why[RDMA_XP_N][RDMA_MSG_LEN];       /* xp[k] not opened: why (cold,
                                                  * off the poll's cache lines) */
+    double ring_next;           /* when rdma_chan_idle_check looks next */
 };
 
 /* Set up ch (nothing opened yet); ops[k] serves transport k. */
@@ -115,6 +120,10 @@ typedef struct rdma_chan_counters {
     uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
     uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
     uint64_t eager_zcopy_sends; /* eager sends whose payload went from user memory */
+    uint64_t ring_grows;        /* moves of a send side to a larger ring */
+    uint64_t ring_shrinks;      /* ... back to the first size (idle) */
+    uint64_t ring_bytes;        /* receive rings, and send stages that are not
+                                 * the peer's ring (verbs), now */
     rdma_xport_counters_t xp;
 } rdma_chan_counters_t;
 

@@ -314,6 +314,13 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_ring_frames", ring_frames, COUNTER, "Ring frames sent"),
     RDMA_PVAR("rdma_ring_writes", ring_writes, COUNTER,
               "Transport writes of ring frames (one RDMA write may carry several frames)"),
+    RDMA_PVAR("rdma_ring_grows", ring_grows, COUNTER,
+              "Send sides moved to a ring twice the size (verbs, MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE)"),
+    RDMA_PVAR("rdma_ring_shrinks", ring_shrinks, COUNTER,
+              "Send sides moved back to a ring of the first size (MPIR_CVAR_CH3_RDMA_RING_IDLE)"),
+    RDMA_PVAR("rdma_ring_bytes", ring_bytes, LEVEL,
+              "Ring memory of this process's connections now: receive rings, and over verbs "
+              "the send stages (pinned); shared-memory rings are resident only where used"),
     RDMA_PVAR("rdma_eager_zcopy_sends", eager_zcopy_sends, COUNTER,
               "Eager sends whose payload went straight from a registered user buffer "
               "(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES)"),

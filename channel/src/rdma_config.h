@@ -30,6 +30,8 @@ typedef struct rdma_chan_config {
     int eager_reg_uses;         /* -1: auto, 0: off */
     /* progress */
     int poll_spins;             /* -1: auto (rdma_poll_spins) */
+    double ring_idle;           /* seconds without frames before a grown
+                                 * ring is offered back small; 0: never */
     int verbose;
 } rdma_chan_config_t;
 

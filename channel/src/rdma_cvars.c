@@ -35,8 +35,19 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Bytes of each connection's receive ring (one per direction); a power
-        of two from 16384 to 67108864.
+        Bytes a connection's receive ring (one per direction) grows to at
+        most; a power of two from 16384 to 67108864.
+
+    - name        : MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Bytes a ring starts with (it doubles up to RING_SIZE when full): -1
+        (16384 over verbs, RING_SIZE on shm) or 4*RING_CHUNK..RING_SIZE.
 
     - name        : MPIR_CVAR_CH3_RDMA_RING_CHUNK
       category    : CH3_RDMA
@@ -46,12 +57,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Ring slot size in bytes: every message starts in its own slot, and
-        the receiver clears the first word of every slot it consumed.  -1
-        (auto: 64 on shared memory, where that store in every cache line
-        measured faster copies than 512-byte slots, e.g. 0.78x the 8 KiB
-        ping-pong latency; 512 over verbs) or a power of two from 64 to
-        RING_SIZE/4.
+        Ring slot size in bytes (each message starts in its own slot): -1
+        (64 on shared memory, 512 over verbs; README says why) or a power
+        of two from 64 to RING_SIZE/4.
 
     - name        : MPIR_CVAR_CH3_RDMA_RING_HOT
       category    : CH3_RDMA
@@ -61,14 +69,11 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Hot window of shared-memory rings, in bytes: when a sender finds its
-        ring empty past this offset, or after a quarter of it in frame bytes,
-        the next message starts at the ring start again, so small messages
-        on a quiet connection reuse a few cache lines and pages instead of
-        walking (and page-faulting) the whole ring.  -1 (auto: 16384, at
-        most RING_SIZE/4), 0 (off) or RING_CHUNK..RING_SIZE/2.  Verbs rings
-        are pinned up front and written by the NIC, and a rewind there
-        costs two more RDMA writes: they do not use it.
+        Hot window of shared-memory rings, in bytes: a sender that finds its
+        ring empty past this offset, or after a quarter of it in frame
+        bytes, starts the next message at the ring start again (a few warm
+        cache lines and pages).  -1 (16384, at most RING_SIZE/4), 0 (off)
+        or RING_CHUNK..RING_SIZE/2.  Not used over verbs.
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
       category    : CH3_RDMA
@@ -92,14 +97,11 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         How messages larger than a frame move through the ring.  fixed: one
-        write per frame of PIPELINE_CHUNK bytes (seed 003).  super: the
-        superpipeline (seeds 000/002): frames of SUPERPIPE_BLOCK bytes, each
-        with its own flags, so the receiver copies one block behind the
-        writer, written in groups of growing size, C_i = SUPERPIPE_C0 *
-        SUPERPIPE_Q^i, at most RING_SIZE/4 (so three groups are in flight
-        while the fourth's space comes back), restarting at every message.
-        auto: super over verbs, fixed over shared memory (where a "write" is
-        a store: grouping saves nothing and smaller frames cost more).
+        write per PIPELINE_CHUNK frame (seed 003).  super: the
+        superpipeline (seeds 000/002): SUPERPIPE_BLOCK frames with their own
+        flags, written in groups of C_i = SUPERPIPE_C0 * SUPERPIPE_Q^i bytes,
+        at most RING_SIZE/4, restarting at every message.  auto: super over
+        verbs, fixed on shared memory.
 
     - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0
       category    : CH3_RDMA
@@ -120,8 +122,7 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Growth factor of superpipeline groups (the paper's q = 1.5); 1..16
-        (1: fixed groups of SUPERPIPE_C0 bytes).
+        Superpipeline group growth factor (the paper's q = 1.5); 1..16.
 
     - name        : MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK
       category    : CH3_RDMA
@@ -224,6 +225,17 @@ cvars:
         Seconds a peer may stay silent during connection setup before it is
         reported dead (1..3600).
 
+    - name        : MPIR_CVAR_CH3_RDMA_RING_IDLE
+      category    : CH3_RDMA
+      type        : int
+      default     : 10
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Seconds without messages before grown rings return to
+        RING_INIT_SIZE; 0 (never) or 1..86400.
+
     - name        : MPIR_CVAR_CH3_RDMA_POLL_SPINS
       category    : CH3_RDMA
       type        : int
@@ -232,12 +244,9 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Idle polls of a blocking wait before it blocks in the kernel (woken by
-        shared-memory peers; with verbs, short sleeps and, after about 150 ms
-        idle, the completion queue's event when every verbs connection is
-        completion-driven); 0..100000000.  -1
-        (auto): 2000, or 0 when this node runs more ranks than it has cores
-        (oversubscribed: the CPU is better spent on another rank).
+        Idle polls of a blocking wait before it blocks in the kernel;
+        0..100000000, or -1 (2000, or 0 when the node runs more ranks than
+        it has cores).
 
     - name        : MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
       category    : CH3_RDMA
@@ -390,7 +399,8 @@ static rdma_status_t rdma_superpipe_config(rb_config_t * cfg, int apply, char *m
 {
     rdma_status_t st = RDMA_OK;
     long c0 = MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0, block = MPIR_CVAR_CH3_RDMA_SUPERPIPE_BLOCK;
-    long ring = (long) cfg->ring_size, chunk = (long) cfg->chunk_size;
+    long ring = (long) (cfg->ring_max ? cfg->ring_max : cfg->ring_size);
+    long chunk = (long) cfg->chunk_size;
     double q = MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q;
 
     CVAR_CHECK(c0 >= 1024 && c0 <= 67108864,
@@ -420,6 +430,7 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     long ring = MPIR_CVAR_CH3_RDMA_RING_SIZE, chunk = MPIR_CVAR_CH3_RDMA_RING_CHUNK;
     long frame = MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK, thr = MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD;
     long hot = MPIR_CVAR_CH3_RDMA_RING_HOT, shm_chunk = chunk == -1 ? 64 : chunk;
+    long init = MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE, shm_init = init == -1 ? ring : init;
     const char *pl = MPIR_CVAR_CH3_RDMA_PIPELINE;
 
     CVAR_CHECK(is_pow2(ring) && ring >= 16384 && ring <= 67108864,
@@ -429,6 +440,12 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
                chunk, ring / 4);
     if (chunk == -1)
         chunk = 512;            /* verbs; the checks below hold for shm_chunk too */
+    if (init == -1)
+        init = MPL_MIN(16384, ring);
+    CVAR_CHECK(is_pow2(init) && init >= 4 * chunk && init <= ring,
+               "MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=%d: allowed -1 (auto) or a power of two in "
+               "%ld..%ld (4*RING_CHUNK..RING_SIZE)", MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE,
+               4 * chunk, ring);
     CVAR_CHECK(!strcmp(pl, "auto") || !strcmp(pl, "super") || !strcmp(pl, "fixed"),
                "MPIR_CVAR_CH3_RDMA_PIPELINE=%s: allowed auto, super or fixed", pl);
     CVAR_CHECK(!strcmp(pl, "super") || (frame >= chunk && frame <= ring / 2 && frame % chunk == 0),
@@ -450,7 +467,8 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
                MPIR_CVAR_CH3_RDMA_PIPE_MODE);
 
     memset(shm, 0, sizeof(*shm));
-    shm->ring_size = ring;
+    shm->ring_size = shm_init;  /* rings grow (rb_pipe.h) from the first size */
+    shm->ring_max = ring > shm_init ? ring : 0;
     shm->chunk_size = shm_chunk;
     shm->max_frame = frame;
     shm->credit_threshold = thr;
@@ -460,6 +478,8 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     *rdma = *shm;
     rdma->chunk_size = chunk;
     rdma->hot_window = 0;       /* RING_HOT is for shm rings (see its description) */
+    rdma->ring_size = init;
+    rdma->ring_max = ring > init ? ring : 0;
     rdma->flag_publishes = 0;
     st = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0, msg, len);
     if (st != RDMA_OK)
@@ -487,6 +507,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_GID_INDEX, -1, 255, "-1 (auto) or 0..255");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT, 1, 3600, "1..3600 (seconds)");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_POLL_SPINS, -1, 100000000, "-1 (auto) or 0..100000000");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_RING_IDLE, 0, 86400, "0 (never) or 1..86400 (seconds)");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
@@ -505,6 +526,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
     cfg->eager_reg_uses = MPIR_CVAR_CH3_RDMA_EAGER_REG_USES;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
+    cfg->ring_idle = MPIR_CVAR_CH3_RDMA_RING_IDLE;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 
   fn_exit:

@@ -40,6 +40,15 @@ int rdma_link_busy(const rdma_link_t * l)
     return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
 }
 
+rdma_status_t rdma_link_idle(rdma_link_t * l)
+{
+    uint64_t mark = l->pipe.stats.frames_tx + l->pipe.stats.frames_rx;
+    int idle = mark == l->idle_mark;
+
+    l->idle_mark = mark;
+    return idle && l->xc.state == RDMA_CONN_READY ? rb_pipe_shrink(&l->pipe) : RDMA_OK;
+}
+
 void rdma_link_quiesce(rdma_link_t * l)
 {
     if (l->xc.state != RDMA_CONN_READY)
@@ -60,7 +69,8 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
                  "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B), eager "
                  "from user memory %llu; ring frames %llu (%llu B) in %llu writes, %llu credit "
-                 "writes, %llu rewinds to the hot window; by size 2^k zcopy/copy:",
+                 "writes, %llu rewinds to the hot window, %llu moves to a larger ring; by size "
+                 "2^k zcopy/copy:",
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
                  (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,
@@ -71,7 +81,8 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
                  (unsigned long long) l->pipe.stats.bytes_tx,
                  (unsigned long long) l->pipe.stats.writes_tx,
                  (unsigned long long) l->pipe.stats.credits_tx,
-                 (unsigned long long) l->pipe.stats.rewinds);
+                 (unsigned long long) l->pipe.stats.rewinds,
+                 (unsigned long long) l->pipe.stats.grows);
     for (k = 0; k < ZC_LOG2_MAX && n >= 0 && (size_t) n < len; k++)
         if (st->zc_by_log2[k] + st->copy_by_log2[k])
             n += snprintf(buf + n, len - n, " %d:%llu/%llu", k,

@@ -32,12 +32,19 @@ typedef struct rdma_link {
     rb_pipe_t pipe;             /* valid from bind */
     zc_conn_t zc;               /* valid from bind */
     rdma_conn_t xc;             /* what the transport sees (rdma_link_of) */
+    uint64_t idle_mark;         /* frames both ways at the last idle check
+                                 * (rdma_link_idle) */
 } rdma_link_t;
 
 static inline rdma_link_t *rdma_link_of(rdma_conn_t * c)
 {
     return (rdma_link_t *) ((char *) c - offsetof(rdma_link_t, xc));
 }
+
+/* Called every idle period (the owner's clock): a link whose pipe carried
+ * no frame since the last call offers its peer its ring's first size
+ * again if it grew (rb_pipe_shrink). */
+rdma_status_t rdma_link_idle(rdma_link_t * l);
 
 /* Events (rdma_xport_events_t): bind the pipe and rendezvous of c to mem;
  * a completion-driven write of `frames` frames landed; pulls finished; an

@@ -53,6 +53,15 @@ typedef struct shm_ctl {
     uint64_t head, tail, attached;
 } __attribute__((aligned(64))) shm_ctl_t;
 
+/* A ring that is not a connection's first (rdma_shm_grow.c): its own
+ * memfd (fd: ours, for our receive rings; -1 for a peer's we map; map
+ * NULL: none). */
+typedef struct shm_ring {
+    uint8_t *map;
+    size_t len;
+    int fd;
+} shm_ring_t;
+
 typedef struct shm_peer {
     rdma_xport_t *xp;
     rdma_conn_t *conn;          /* READY connection, or NULL */
@@ -69,6 +78,9 @@ typedef struct shm_peer {
     int link_fd;                /* connector: open until the peer answered */
     int dir;                    /* 0: I connected, 1: I accepted */
     int posted;                 /* connector: request in the peer's mailbox */
+    /* growing rings (rdma_shm_grow.c): our receive ring and the peer's we
+     * write, where not the first; the ones offered or mapped, not yet in use */
+    shm_ring_t rx, rx_next, tx, tx_next;
 } shm_peer_t;
 
 struct rdma_xport {
@@ -112,6 +124,16 @@ rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, si
 /* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers. */
 rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem);
+
+/* Growing rings (rdma_shm_grow.c): the pipe's ring_new..ring_move, and
+ * what frees a peer's rings at its close. */
+void rdma_shm_grow_free(shm_peer_t * pe);
+rdma_status_t rdma_shm_ring_new(void *ctx, size_t size, void *desc, size_t *dlen,
+                                volatile void **ring);
+void rdma_shm_ring_drop(void *ctx, volatile void *old);
+rdma_status_t rdma_shm_stage_new(void *ctx, size_t size, const void *desc, size_t dlen,
+                                 void **stage);
+void rdma_shm_ring_move(void *ctx, size_t size, const void *desc, size_t dlen);
 
 /* Dynamic peers (rdma_shm_dyn.c): c->peer >= the job size. */
 rdma_status_t rdma_shm_dyn_connect(rdma_xport_t * xp, rdma_conn_t * c);

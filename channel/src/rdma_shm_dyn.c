@@ -77,6 +77,7 @@ static void rdma_shm_dyn_free(rdma_xport_t * xp, shm_peer_t * pe)
 {
     shm_peer_t **pp;
 
+    rdma_shm_grow_free(pe);
     for (pp = &xp->dyn; *pp; pp = &(*pp)->next)
         if (*pp == pe) {
             *pp = pe->next;

@@ -12,6 +12,7 @@
  *                       main's adoption of what the CM finished
  *   rdma_verbs_reg.c    registration caches and zero-copy RDMA reads
  *   rdma_verbs_eager.c  eager sends from frequent user buffers (seed 001)
+ *   rdma_verbs_grow.c   growing rings: new rings and stages, the switch
  *
  * Objects.  One device context and PD per process.  Two CQs: the data CQ
  * (every RC QP; its event channel wakes blocking waits, rdma_verbs_wait_arm)
@@ -19,8 +20,9 @@
  * the channel thread).  Per connection:
  *   ring   ring_size bytes; the peer RDMA-writes frames into it
  *          (LOCAL_WRITE | REMOTE_WRITE, never RELAXED_ORDERING: see
- *          rdma_verbs_data.c)
- *   stage  ring_size bytes; the local image of the peer's ring, the source
+ *          rdma_verbs_data.c); it grows up to ring_max when the peer's
+ *          traffic fills it (ringbuf/rb_pipe.h, "Growing rings")
+ *   stage  as large as the peer's ring; the local image of it, the source
  *          of our writes (local access only)
  *   ctl    one page: head word and tail word that the peer writes, plus the
  *          registered source words for credit/head writes that are not inline
@@ -106,7 +108,9 @@ enum {
     RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
     RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
     RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at most */
-    RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1  /* write_user's gather list */
+    RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1, /* write_user's gather list */
+    RDMA_VERBS_RETIRED = 16     /* replaced stages awaiting their writes (a ring
+                                 * doubles at most log2(64 MiB / 4 KiB) times) */
 };
 
 /* rdma_verbs_post flags; a sig_fifo entry marked SIG_SENT reports ev.sent */
@@ -143,7 +147,7 @@ typedef struct rdma_verbs_msg {
     uint64_t token, echo;       /* sender's / receiver's connection id */
     uint64_t ring_addr, ctl_addr;
     uint32_t ring_rkey, ctl_rkey;
-    uint64_t ring_size, chunk_size;
+    uint64_t ring_size, chunk_size, ring_max;  /* ring_size: the first */
     uint8_t gid[16];            /* sender's GID, LID, CM QP, QKEY, auth */
     uint32_t udqpn, qkey;
     uint16_t lid;
@@ -204,7 +208,12 @@ typedef struct rdma_verbs_conn {
     char host[RDMA_VERBS_HOST]; /* [fixed] the peer's host name */
     char who[40];               /* [fixed] the peer in diagnoses: "rank R",
                                  * or "process P outside the job" */
-    rdma_verbs_mem_t ring, stage, ctl;  /* [fixed] */
+    rdma_verbs_mem_t ctl;       /* [fixed] */
+    /* [fixed] until adoption, then [main]: a growing ring replaces them;
+     * the CM sends the first ring's address and key (ring_addr0, _rkey0) */
+    rdma_verbs_mem_t ring, stage;
+    uint64_t ring_addr0;        /* [fixed] */
+    uint32_t ring_rkey0;        /* [fixed] */
     rdma_verbs_msg_t remote;    /* [adopt] the peer's REQ or REP */
     enum ibv_mtu mtu;           /* [adopt] min(ours, the peer's) */
     int completion, in_order_local, max_rd_atomic;      /* [adopt] */
@@ -220,6 +229,17 @@ typedef struct rdma_verbs_conn {
     uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal
                                                  * (| RDMA_VERBS_SIG_SENT) */
     uint64_t last_credit;
+    /* Growing rings (rdma_verbs_data.c): the new ring and stage until the
+     * switch; stages replaced while writes from them may be in flight,
+     * freed once wr_done reaches their done_at (send WRs completed: a
+     * signalled completion retires the WRs before it too) */
+    rdma_verbs_mem_t next_ring, next_stage;
+    struct {
+        rdma_verbs_mem_t m;
+        uint64_t done_at;
+    } retired[RDMA_VERBS_RETIRED];
+    uint32_t n_retired;
+    uint64_t wr_done;
     char why[RDMA_MSG_LEN];     /* [adopt] why it is DEAD */
     struct {
         uint32_t len;
@@ -302,6 +322,7 @@ struct rdma_xport {
 /* rdma_verbs_dev.c */
 double rdma_verbs_now(void);
 
+size_t rdma_verbs_page_round(size_t len);
 int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access);
 void rdma_verbs_mem_free(rdma_verbs_mem_t * m);
 int rdma_verbs_fork_query(void);
@@ -358,6 +379,16 @@ void rdma_verbs_wait_disarm(rdma_xport_t * xp);
 void rdma_verbs_wait(rdma_xport_t * xp, long timeout_us);
 extern const rb_xport_ops_t rdma_verbs_pipe_ops;
 
+/* rdma_verbs_grow.c (main): growing rings, the pipe's ring_new..ring_move */
+rdma_status_t rdma_verbs_ring_new(void *ctx, size_t size, void *desc, size_t *dlen,
+                                  volatile void **ring);
+void rdma_verbs_ring_drop(void *ctx, volatile void *old);
+rdma_status_t rdma_verbs_stage_new(void *ctx, size_t size, const void *desc, size_t dlen,
+                                   void **stage);
+void rdma_verbs_ring_move(void *ctx, size_t size, const void *desc, size_t dlen);
+void rdma_verbs_retire(rdma_verbs_conn_t * vc);
+void rdma_verbs_grow_release(rdma_verbs_conn_t * vc);
+
 /* rdma_verbs_reg.c */
 rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp);
 rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t len,
@@ -365,6 +396,7 @@ rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t l
 void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r);
 void rdma_verbs_rc_close(rdma_xport_t * xp);
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc);
+rdma_status_t rdma_verbs_ring_charge(rdma_xport_t * xp, long long delta);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c);
 extern const zc_ops_t rdma_verbs_zc_ops;

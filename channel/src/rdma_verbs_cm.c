@@ -68,12 +68,13 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->psn = vc->psn;
     m->token = vc->token;
     m->echo = vc->remote.token;
-    m->ring_addr = (uintptr_t) vc->ring.buf;
-    m->ring_rkey = vc->ring.mr->rkey;
+    m->ring_addr = vc->ring_addr0;
+    m->ring_rkey = vc->ring_rkey0;
     m->ctl_addr = (uintptr_t) vc->ctl.buf;
     m->ctl_rkey = vc->ctl.mr->rkey;
     m->ring_size = xp->prm.ring_size;
     m->chunk_size = xp->prm.chunk_size;
+    m->ring_max = xp->prm.ring_max;
     memcpy(m->gid, xp->gid.raw, sizeof(m->gid));
     m->udqpn = xp->ud->qp_num;
     m->qkey = xp->qkey;
@@ -232,10 +233,11 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
 
     vc->remote = *m;    /* also for a doomed one: a repeated REQ is known */
     if (m->ring_size != xp->prm.ring_size || m->chunk_size != xp->prm.chunk_size
-        || m->basic != xp->prm.head_writes) {
-        rdma_verbs_conn_doom(vc, "%s on %s uses another ring geometry or mode (ring %llu, "
-                             "chunk %llu)", vc->who, vc->host,
+        || m->ring_max != xp->prm.ring_max || m->basic != xp->prm.head_writes) {
+        rdma_verbs_conn_doom(vc, "%s on %s uses another ring geometry or mode (ring %llu "
+                             "up to %llu, chunk %llu)", vc->who, vc->host,
                              (unsigned long long) m->ring_size,
+                             (unsigned long long) m->ring_max,
                              (unsigned long long) m->chunk_size);
         return RDMA_ERR_PEER;
     }

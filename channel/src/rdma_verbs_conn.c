@@ -170,6 +170,10 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
     rdma_verbs_mem_free(&vc->ctl);
     rdma_verbs_mem_free(&vc->stage);
     rdma_verbs_mem_free(&vc->ring);
+    rdma_verbs_mem_free(&vc->next_stage);
+    rdma_verbs_mem_free(&vc->next_ring);
+    while (vc->n_retired)
+        rdma_verbs_mem_free(&vc->retired[--vc->n_retired].m);
     rdma_verbs_slot_put(xp, vc);
     vc->c->priv = NULL;
     free(vc->sig_fifo);
@@ -179,8 +183,8 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
 static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
-    size_t rs = xp->prm.ring_size;
-    uint32_t frames = (uint32_t) (rs / xp->prm.chunk_size);
+    size_t rs = xp->prm.ring_size, top = rs > xp->prm.ring_max ? rs : xp->prm.ring_max;
+    uint32_t frames = (uint32_t) (top / xp->prm.chunk_size);      /* queues: the largest ring */
     uint32_t per = xp->prm.head_writes ? 2 : 1;
     uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
     int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -195,6 +199,8 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
         || rdma_verbs_mem_alloc(xp, &vc->stage, rs, IBV_ACCESS_LOCAL_WRITE)
         || rdma_verbs_mem_alloc(xp, &vc->ctl, (size_t) sysconf(_SC_PAGESIZE), rw))
         return RDMA_ERR_NOMEM;
+    vc->ring_addr0 = (uintptr_t) vc->ring.buf;
+    vc->ring_rkey0 = vc->ring.mr->rkey;
     if (rdma_verbs_cq_reserve(vc)
         || rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
         return RDMA_ERR_NOMEM;

@@ -219,7 +219,11 @@ const rb_xport_ops_t rdma_verbs_pipe_ops = {
     .write = rdma_verbs_pipe_write,
     .credit = rdma_verbs_pipe_credit,
     .head = rdma_verbs_pipe_head,
-    .write_user = rdma_verbs_pipe_write_user
+    .write_user = rdma_verbs_pipe_write_user,
+    .ring_new = rdma_verbs_ring_new,
+    .ring_drop = rdma_verbs_ring_drop,
+    .stage_new = rdma_verbs_stage_new,
+    .ring_move = rdma_verbs_ring_move
 };
 
 /* Rewrite the last credit (signalled, no immediate): idempotent, and its
@@ -302,6 +306,9 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         uint32_t s = vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
 
         vc->sq_free += s & ~RDMA_VERBS_SIG_SENT;
+        vc->wr_done += s & ~RDMA_VERBS_SIG_SENT;
+        if (vc->n_retired)
+            rdma_verbs_retire(vc);
         if (wc->opcode == IBV_WC_RDMA_READ)
             rdma_verbs_read_done(vc);
         if (s & RDMA_VERBS_SIG_SENT)

@@ -39,12 +39,17 @@ rdma_status_t rdma_verbs_cm_keys(rdma_xport_t * xp)
 
 /* Zeroed, whole pages, not inherited by a child (see Fork), registered
  * (never with RELAXED_ORDERING). */
-int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
+size_t rdma_verbs_page_round(size_t len)
 {
     size_t page = (size_t) sysconf(_SC_PAGESIZE);
 
-    m->len = (len + page - 1) & ~(page - 1);
-    if (posix_memalign(&m->buf, page, m->len))
+    return (len + page - 1) & ~(page - 1);
+}
+
+int rdma_verbs_mem_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t len, int access)
+{
+    m->len = rdma_verbs_page_round(len);
+    if (posix_memalign(&m->buf, (size_t) sysconf(_SC_PAGESIZE), m->len))
         m->buf = NULL;
     if (m->buf) {
         memset(m->buf, 0, m->len);
@@ -88,8 +93,9 @@ int rdma_verbs_fork_query(void)
 
 /* -------------------------------------------------------- device and port */
 
-/* Bytes one connection pins for as long as it lives: ring, stage and
- * control page. */
+/* Bytes one connection pins from its start: ring, stage (RING_INIT_SIZE
+ * each; they grow with its traffic, up to RING_SIZE, where memory allows)
+ * and control page. */
 static size_t rdma_verbs_conn_pinned(const rdma_xport_params_t * prm)
 {
     return 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
@@ -110,21 +116,22 @@ int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char 
         return RDMA_OK;
     return rdma_say(err, errlen, RDMA_ERR_INVAL, "MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=%zu leaves "
                     "nothing for user buffers: the rings and staging areas of %d verbs peer%s "
-                    "alone pin %zu KiB (RING_SIZE %zu KiB); raise it or lower "
-                    "MPIR_CVAR_CH3_RDMA_RING_SIZE", cap >> 20, prm->peers,
+                    "alone pin %zu KiB (their rings start at %zu KiB); raise it or lower "
+                    "MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE", cap >> 20, prm->peers,
                     prm->peers == 1 ? "" : "s", (fixed + 1023) / 1024, prm->ring_size >> 10);
 }
 
 int rdma_verbs_memlock_check(const rdma_xport_params_t * prm, char *err, size_t errlen)
 {
     struct rlimit rl;
-    size_t need = rdma_verbs_conn_pinned(prm);
+    size_t need = rdma_verbs_conn_pinned(prm)
+        + (size_t) RDMA_VERBS_UD_SLOT * (RDMA_VERBS_UD_NRECV + RDMA_VERBS_UD_NSEND);
 
     if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return RDMA_OK;
     rdma_say(err, errlen, RDMA_ERR_NOMEM, "ulimit -l is %llu KiB but ch3:rdma needs at least "
-             "%zu KiB per connection; raise it (ulimit -l unlimited / limits.conf memlock)",
-             (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
+             "%zu KiB (connection manager and one connection); raise it (ulimit -l unlimited / "
+             "limits.conf memlock)", (unsigned long long) rl.rlim_cur / 1024, (need + 1023) / 1024);
     return RDMA_ERR_NOMEM;
 }
 

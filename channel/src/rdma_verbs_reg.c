@@ -338,6 +338,25 @@ static int rdma_verbs_rc_stats(const rdma_verbs_rc_t * vr, const char *what, cha
                     st.regions, st.bytes, st.idle_regions);
 }
 
+/* A ring or stage of a growing ring under a cap (PINNED_MAX_MB): its
+ * bytes move from the user buffers' share of the cap (pinned.max) to the
+ * rings if what is pinned now still fits the rest; released bytes (delta <
+ * 0) move back.  Without a cap, nothing to do.  [main], takes rc_lock. */
+rdma_status_t rdma_verbs_ring_charge(rdma_xport_t * xp, long long delta)
+{
+    rdma_status_t st = RDMA_OK;
+
+    if (!xp->prm.pinned_max_bytes)
+        return RDMA_OK;
+    pthread_mutex_lock(&xp->rc_lock);
+    if (delta > 0 && (long long) (xp->pinned.max - xp->pinned.now) <= delta)
+        st = RDMA_ERR_NOMEM;
+    else
+        xp->pinned.max = (size_t) ((long long) xp->pinned.max - delta);
+    pthread_mutex_unlock(&xp->rc_lock);
+    return st;
+}
+
 /* The lock is not part of the value: const callers take it too. */
 static pthread_mutex_t *rdma_verbs_rc_lock(const rdma_xport_t * xp)
 {

@@ -141,8 +141,10 @@ typedef struct rdma_xport_events {
 typedef struct rdma_xport_params {
     int rank, size;
     const char *job;            /* unique job id; names shared objects */
-    /* the pipe's geometry, which sizes the memory and the queues */
-    size_t ring_size, chunk_size;
+    /* the pipe's geometry, which sizes the memory and the queues: rings
+     * start at ring_size and may grow to ring_max (0: they keep their size;
+     * the pipe's ops then need no ring_new..ring_move) */
+    size_t ring_size, chunk_size, ring_max;
     int head_writes;            /* the pipe writes its head separately
                                  * (basic mode): twice the writes per frame */
     rdma_xport_events_t ev;

@@ -114,8 +114,15 @@ static rdma_status_t rdma_shm_head(void *ctx, uint64_t head)
     return rdma_shm_wake(ctx);
 }
 
+/* no write_user: the stage is the ring */
 static const rb_xport_ops_t rdma_shm_pipe_ops = {
-    rdma_shm_write, rdma_shm_credit, rdma_shm_head, NULL      /* the stage is the ring */
+    .write = rdma_shm_write,
+    .credit = rdma_shm_credit,
+    .head = rdma_shm_head,
+    .ring_new = rdma_shm_ring_new,
+    .ring_drop = rdma_shm_ring_drop,
+    .stage_new = rdma_shm_stage_new,
+    .ring_move = rdma_shm_ring_move
 };
 
 /* ---- zero-copy: CMA ---- */
@@ -380,6 +387,7 @@ static int rdma_shm_map(rdma_xport_t * xp, int q, shm_peer_t * pe)
 
 static void rdma_shm_unmap(shm_peer_t * pe)
 {
+    rdma_shm_grow_free(pe);
     if (pe->map)
         munmap(pe->map, pe->maplen);
     pe->map = NULL;

@@ -115,8 +115,10 @@ static rdma_status_t rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
 
 static rdma_status_t rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    if (c->priv)
+    if (c->priv) {
         rdma_verbs_drain(c->priv);
+        rdma_verbs_grow_release(c->priv);
+    }
     pthread_mutex_lock(&xp->cm_lock);
     if (c->priv)
         rdma_verbs_conn_release(c->priv);

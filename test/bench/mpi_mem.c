@@ -3,10 +3,11 @@
  * Every rank does ITERS MPI_Alltoall of BYTES per peer (every pair
  * connected, every ring used), then reads its proportional set size (Pss:
  * a page shared by k processes counts 1/k to each, so the sum over ranks is
- * the job's memory) and its resident set from /proc/self/smaps_rollup.
+ * the job's memory) and its resident set from /proc/self/smaps_rollup,
+ * and ch3:rdma's ring memory (MPI_T pvar rdma_ring_bytes; -1 elsewhere).
  * Rank 0 prints one line:
  *
- *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB
+ *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB RING_MAX_KIB
  *
  *   mpi_mem [iters=300] [bytes=4096]
  */
@@ -33,14 +34,34 @@ static long rollup_kib(const char *key)
     return v;
 }
 
+/* The LEVEL pvar `name` in KiB, -1 if this MPI has none. */
+static long pvar_kib(const char *name)
+{
+    MPI_T_pvar_session s;
+    MPI_T_pvar_handle h;
+    unsigned long long v = 0;
+    int idx, count, ok;
+
+    if (MPI_T_pvar_get_index(name, MPI_T_PVAR_CLASS_LEVEL, &idx) != MPI_SUCCESS
+        || MPI_T_pvar_session_create(&s) != MPI_SUCCESS)
+        return -1;
+    ok = MPI_T_pvar_handle_alloc(s, idx, NULL, &h, &count) == MPI_SUCCESS;
+    ok = ok && count == 1 && MPI_T_pvar_read(s, h, &v) == MPI_SUCCESS;
+    if (ok)
+        MPI_T_pvar_handle_free(s, &h);
+    MPI_T_pvar_session_free(&s);
+    return ok ? (long) (v / 1024) : -1;
+}
+
 int main(int argc, char **argv)
 {
-    int iters = argc > 1 ? atoi(argv[1]) : 300, rank, size;
+    int iters = argc > 1 ? atoi(argv[1]) : 300, rank, size, provided;
     size_t bytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 4096;
-    long mine[2], sum = 0, max[2];
+    long mine[3], sum = 0, max[3];
     char *sb, *rb;
 
     MPI_Init(&argc, &argv);
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     sb = malloc(bytes * size);
@@ -53,13 +74,15 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     mine[0] = rollup_kib("Pss");
     mine[1] = rollup_kib("Rss");
+    mine[2] = pvar_kib("rdma_ring_bytes");
     MPI_Reduce(&mine[0], &sum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(mine, max, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(mine, max, 3, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);        /* nobody unmaps before all have read */
     if (rank == 0)
-        printf("mem %d %ld %ld %ld\n", size, sum, max[0], max[1]);
+        printf("mem %d %ld %ld %ld %ld\n", size, sum, max[0], max[1], max[2]);
     free(sb);
     free(rb);
+    MPI_T_finalize();
     MPI_Finalize();
     return 0;
 }

@@ -2,11 +2,12 @@
  * mpi_pvars: a plain MPI_T client of ch3:rdma's performance variables.
  * Lists every pvar named rdma_*, runs N 8-byte ping-pongs and R round
  * trips of L bytes between ranks 0 and 1 (data checked), cycling through
- * B distinct buffers (default 1), then prints "rank R: NAME VALUE" for
- * each, read through a pvar session; rank 0 reads them once more after
- * MPI_Finalize ("after finalize: ...").
+ * B distinct buffers (default 1), then (I > 0) keeps polling without
+ * traffic for I seconds, then prints "rank R: NAME VALUE" for each, read
+ * through a pvar session; rank 0 reads them once more after MPI_Finalize
+ * ("after finalize: ...").
  *
- *   mpiexec -n 2 mpi_pvars N L R [B]
+ *   mpiexec -n 2 mpi_pvars N L R [B [I]]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -102,7 +103,8 @@ static void pingpong(int rank, char **bufs, int nb, size_t len, int reps)
 int main(int argc, char **argv)
 {
     int rank, provided, n = argc > 1 ? atoi(argv[1]) : 1000, reps = argc > 3 ? atoi(argv[3]) : 4;
-    int i, nb = argc > 4 ? atoi(argv[4]) : 1;
+    int i, nb = argc > 4 ? atoi(argv[4]) : 1, flag;
+    double idle = argc > 5 ? atof(argv[5]) : 0, t0;
     size_t len = argc > 2 ? (size_t) atol(argv[2]) : 4194304;
     char **bufs = calloc(nb > 0 ? nb : 1, sizeof(*bufs)), who[32];
 
@@ -118,6 +120,8 @@ int main(int argc, char **argv)
         pingpong(rank, bufs, 1, 8, n);
         pingpong(rank, bufs, nb, len, reps);
     }
+    for (t0 = MPI_Wtime(); MPI_Wtime() - t0 < idle;)   /* progress, no messages */
+        MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     snprintf(who, sizeof(who), "rank %d", rank);
     read_all(who);
     MPI_Finalize();

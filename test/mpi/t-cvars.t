@@ -3,7 +3,7 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 19
+plan 21
 mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX [OTHER=VALUE...]
@@ -20,6 +20,8 @@ bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0.5 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_Q=0\.5: all
 bad MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100 'MPIR_CVAR_CH3_RDMA_CMA_SPLIT=100: allowed 0 or 65536\.\.1073741824'
 bad MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100 'MPIR_CVAR_CH3_RDMA_SUPERPIPE_C0=100: allowed 1024\.\.67108864'
 bad MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1 'MPIR_CVAR_CH3_RDMA_CREDIT_THRESHOLD=1: allowed'
+bad MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=1000 'MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=1000: allowed -1 \(auto\) or a power of two in 2048\.\.524288'
+bad MPIR_CVAR_CH3_RDMA_RING_IDLE=-1 'MPIR_CVAR_CH3_RDMA_RING_IDLE=-1: allowed 0 \(never\) or 1\.\.86400'
 bad MPIR_CVAR_CH3_RDMA_RING_HOT=32 'MPIR_CVAR_CH3_RDMA_RING_HOT=32: allowed -1 \(auto\), 0 \(off\) or 64\.\.262144'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
 bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'

@@ -4,7 +4,7 @@
 # in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 19
+plan 21
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -69,8 +69,8 @@ expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or z
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
 n=$(grep -c '^pvar rdma_' <<< "$out")
-[[ $n -eq 11 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out"
-ok $? "MPI_T lists the 11 rdma_* pvars ($n), read-only and continuous"
+[[ $n -eq 14 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out"
+ok $? "MPI_T lists the 14 rdma_* pvars ($n), read-only and continuous"
 grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
     grep -q '^rank 1: rdma_zcopy_parts [1-9]' <<< "$out" && grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
     grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out" &&
@@ -78,4 +78,16 @@ grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_r
 r=$?
 ok $r "MPI_T reads: ring frames and writes, CMA zero-copy parts, nothing pinned and no eager send from user memory on shm, values after finalize"
 [ $r -eq 0 ] || echo "$out" | diag
+# Growing rings on shm (RING_INIT_SIZE set): verified all-to-all windows,
+# then 4 MiB through the ring (16 KiB -> 512 KiB) and back after idling
+I=MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=16384
+expect_output 0 '^ok 6 ' "mpi_check (all-to-all windows), 4 ranks, shm rings growing from 16 KiB" -- \
+    env $I "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
+out=$(env $I $L=copy MPIR_CVAR_CH3_RDMA_RING_IDLE=1 timeout 300 "$P/bin/mpiexec" -n 2 \
+    "$W/mpi_pvars" 100 4194304 4 1 4 2>&1)
+grep -q '^rank 0: rdma_ring_grows 5$' <<< "$out" && grep -q '^rank 0: rdma_ring_shrinks 1$' <<< "$out" &&
+    grep -q '^rank 0: rdma_ring_bytes 16384$' <<< "$out"
+r=$?
+ok $r "shm, RING_INIT_SIZE=16384, copy path: 5 doublings to 512 KiB under 4 MiB round trips, back to 16 KiB after 4 s idle (RING_IDLE=1)"
+[ $r -eq 0 ] || echo "$out" | grep '^rank 0: rdma_ring' | diag
 done_testing

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 28
+plan 31
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -75,6 +75,27 @@ grep -q '^rank 0: rdma_rcache_hits [1-9]' <<< "$out" && grep -q '^rank 0: rdma_z
 r=$?
 ok $r "verbs forced, MPI_T: rcache hits, zero-copy parts, a pinned-bytes peak of at least 1 MB"
 [ $r -eq 0 ] || echo "$out" | grep '^rank 0' | diag
+# Growing rings (issue 19): small messages leave the rings at their first
+# 16 KiB (RING_INIT_SIZE); 4 MiB through the ring grows both to RING_SIZE
+out=$(env $V timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 64 4 2>&1)
+grep -q '^rank 0: rdma_ring_bytes 32768$' <<< "$out" && grep -q '^rank 0: rdma_ring_grows 0$' <<< "$out"
+r=$?
+ok $r "verbs forced, small messages: 32 KiB of ring memory for the peer (16 KiB ring and stage)"
+[ $r -eq 0 ] || echo "$out" | grep '^rank 0: rdma_ring' | diag
+out=$(env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy timeout 300 "$P/bin/mpiexec" -n 2 \
+    "$W/mpi_pvars" 100 4194304 4 2>&1)
+grep -q '^rank 0: rdma_ring_grows 5$' <<< "$out" && grep -q '^rank 0: rdma_ring_bytes 1048576$' <<< "$out"
+r=$?
+ok $r "verbs forced, 4 MiB copied through the ring both ways, verified: 5 moves each way, 16 KiB -> 512 KiB"
+[ $r -eq 0 ] || echo "$out" | grep '^rank 0: rdma_ring' | diag
+# ... and with RING_IDLE=1, 4 s of polling without messages bring them back
+out=$(env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_RING_IDLE=1 timeout 300 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 100 4194304 4 1 4 2>&1)
+grep -q '^rank 0: rdma_ring_grows 5$' <<< "$out" && grep -q '^rank 0: rdma_ring_shrinks 1$' <<< "$out" &&
+    grep -q '^rank 0: rdma_ring_bytes 32768$' <<< "$out"
+r=$?
+ok $r "verbs forced, RING_IDLE=1: after the 4 MiB round trips and 4 s idle the rings are back at 16 KiB"
+[ $r -eq 0 ] || echo "$out" | grep '^rank 0: rdma_ring' | diag
 # Seed 004 (issue 18): 64 distinct 4 MiB buffers cycled four times under
 # a 32 MiB cap (rings included) with the registration helper: idle
 # registrations make room, the helper registers ahead of use: send-side
@@ -113,8 +134,9 @@ r=$?
 ok $r "verbs forced, EAGER_REG_USES=1, randomized stress, 20 s: ${eg:-?} eager sends from user memory, 0 mismatches"
 [ $r -eq 0 ] || echo "$out" | grep -E '^(not )?ok|rank 0 -> 1|ch3:rdma\] rank' | diag
 expect_output 1 'MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=1 leaves nothing for user buffers: the rings and staging areas of 1 verbs peer alone pin [0-9]+ KiB' \
-    "verbs forced, PINNED_MAX_MB below the rings: MPI_Init fails naming both values" -- \
-    env $V MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=1 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 4096
+    "verbs forced, PINNED_MAX_MB below the rings (fixed 512 KiB rings): MPI_Init fails naming both values" -- \
+    env $V MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=1 MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=524288 \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_check" 4096
 expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "verbs forced, copy path only (superpipeline)" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \
     "$P/bin/mpiexec" -n 2 "$W/mpi_large" 4

@@ -114,7 +114,7 @@ static rdma_status_t fake_head(void *ctx, uint64_t head)
     return 0;
 }
 
-static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head, NULL };
+static const rb_xport_ops_t fake_pipe_ops = { fake_write, fake_credit, fake_head, NULL, NULL, NULL, NULL, NULL };
 
 static rdma_status_t fake_expose(void *ctx, const void *addr, size_t len, uint64_t * key,
                                  void **handle, int *hit)

@@ -8,7 +8,12 @@
  * write; ops->credit and ops->head store into the peer's tail and head
  * words; max_end records how far into the ring writes reached.
  * ops->write_user lands like write, its user part from the user's memory
- * (which must stay unchanged until it landed).  Plus deterministic data: rnd(), rnd_in(), pat().
+ * (which must stay unchanged until it landed).  Growing rings: ring_new
+ * allocates (desc: the ring's address), ring_move points the peer's ring
+ * and our stage at the new ones (deferred writes keep the ones they were
+ * queued for; old stages are freed at the next init), ring_drop frees;
+ * grow_refuse makes ring_new (1) or stage_new (2) fail.  Plus
+ * deterministic data: rnd(), rnd_in(), pat().
  */
 #ifndef PIPE_PAIR_H_INCLUDED
 #define PIPE_PAIR_H_INCLUDED
@@ -28,6 +33,7 @@ struct side {
     side_t *peer;
     int defer;
     struct {
+        uint8_t *dst, *src;     /* the peer's ring and our stage at the write */
         size_t off, len;
         unsigned frames;
         rb_user_t u;            /* write_user: the user parts (u.n 0: none) */
@@ -37,6 +43,10 @@ struct side {
     size_t qdone;               /* bytes of q[qh] landed */
     unsigned long writes, wframes, credits, heads, landed, user_writes;
     size_t max_end;             /* highest ring byte written + 1 */
+    int grow_refuse;
+    unsigned long ring_news, ring_drops, moves, told;
+    uint8_t *new_ring, *new_stage, *old[64];    /* not yet in use; retired */
+    unsigned n_old;
 };
 
 static side_t A, B;
@@ -56,6 +66,8 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
     }
     if (s->qt - s->qh == QMAX)
         return -1;
+    s->q[s->qt % QMAX].dst = s->peer->ring;
+    s->q[s->qt % QMAX].src = s->stage;
     s->q[s->qt % QMAX].off = off;
     s->q[s->qt % QMAX].frames = frames;
     s->q[s->qt++ % QMAX].len = len;
@@ -99,18 +111,74 @@ static inline int t_write_user(void *ctx, size_t off, size_t len, unsigned frame
     return rc;
 }
 
-/* The byte a deferred write puts at ring offset at. */
-static inline uint8_t t_src_byte(const side_t * s, const rb_user_t * u, size_t at)
+/* The byte a deferred write from stage src puts at ring offset at. */
+static inline uint8_t t_src_byte(const uint8_t * src, const rb_user_t * u, size_t at)
 {
     unsigned j;
 
     for (j = 0; j < u->n; j++)
         if (at - u->seg[j].at < u->seg[j].len)
             return ((const uint8_t *) u->seg[j].addr)[at - u->seg[j].at];
-    return s->stage[at];
+    return src[at];
 }
 
-static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head, t_write_user };
+static inline uint8_t *t_zalloc(size_t n);
+
+static inline int t_ring_new(void *ctx, size_t size, void *desc, size_t *dlen,
+                             volatile void **ring)
+{
+    side_t *s = ctx;
+
+    s->ring_news++;
+    if (s->grow_refuse == 1 || s->new_ring || !(s->new_ring = t_zalloc(size)))
+        return RDMA_ERR_NOMEM;
+    memcpy(desc, &s->new_ring, sizeof(s->new_ring));
+    *dlen = sizeof(s->new_ring);
+    *ring = s->new_ring;
+    return 0;
+}
+
+static inline void t_ring_drop(void *ctx, volatile void *old)
+{
+    side_t *s = ctx;
+
+    s->ring_drops++;
+    free((void *) old);
+}
+
+static inline int t_stage_new(void *ctx, size_t size, const void *desc, size_t dlen,
+                              void **stage)
+{
+    side_t *s = ctx;
+
+    (void) desc, (void) dlen;
+    if (s->grow_refuse == 2 || !(s->new_stage = t_zalloc(size)))
+        return RDMA_ERR_NOMEM;
+    *stage = s->new_stage;
+    return 0;
+}
+
+static inline void t_ring_move(void *ctx, size_t size, const void *desc, size_t dlen)
+{
+    side_t *s = ctx;
+
+    (void) size;
+    if (dlen == sizeof(s->peer->ring) && s->n_old < 64) {
+        s->old[s->n_old++] = s->stage;
+        s->stage = s->new_stage;
+        memcpy(&s->peer->ring, desc, dlen);
+        s->peer->new_ring = s->new_stage = NULL;
+        s->moves++;
+    }
+}
+
+static const rb_xport_ops_t t_ops = { t_write, t_credit, t_head, t_write_user, NULL, NULL,
+    NULL, NULL
+};
+
+static const rb_xport_ops_t t_grow_ops = { t_write, t_credit, t_head, t_write_user,
+    t_ring_new, t_ring_drop, t_stage_new, t_ring_move
+};
 
 /* Land one deferred byte; 0 when nothing is pending. */
 static inline int t_land_byte(side_t * s)
@@ -121,7 +189,7 @@ static inline int t_land_byte(side_t * s)
     if (s->qh == s->qt)
         return 0;
     at = s->q[s->qh % QMAX].off + s->qdone;
-    s->peer->ring[at] = t_src_byte(s, u, at);
+    s->q[s->qh % QMAX].dst[at] = t_src_byte(s->q[s->qh % QMAX].src, u, at);
     if (++s->qdone == s->q[s->qh % QMAX].len) {
         s->qdone = 0;
         s->landed += s->q[s->qh++ % QMAX].frames;
@@ -150,14 +218,18 @@ static inline int side_init(side_t * s, side_t * peer, const rb_config_t * cfg)
 {
     free(s->stage);
     free(s->ring);
+    free(s->new_ring);
+    free(s->new_stage);
+    while (s->n_old)
+        free(s->old[--s->n_old]);
     memset(s, 0, sizeof(*s));
     s->peer = peer;
     s->stage = t_zalloc(cfg->ring_size);
     s->ring = t_zalloc(cfg->ring_size);
     if (!s->stage || !s->ring)
         return -1;
-    return rb_pipe_init(&s->p, cfg, &t_ops, s, s->stage, &s->tail_word, s->ring,
-                        &s->head_word);
+    return rb_pipe_init(&s->p, cfg, cfg->ring_max > cfg->ring_size ? &t_grow_ops : &t_ops, s,
+                        s->stage, &s->tail_word, s->ring, &s->head_word);
 }
 
 static inline int pair_init(const rb_config_t * cfg)

@@ -80,17 +80,22 @@ static int flow_get(flow_t * f, size_t maxlen, int maxiov)
     return nb > 0;
 }
 
-/* Run flows to completion; -1 on corruption or 2000 idle rounds. */
-static int flows_run(flow_t * f, int nf, size_t maxlen, int maxiov)
+static void flows_land(side_t * s, int land);
+
+/* Run flows to completion; -1 on corruption or 2000 idle rounds.  land
+ * >= 0: after each put and get, report landed frames (flows_land). */
+static int flows_drive(flow_t * f, int nf, size_t maxlen, int maxiov, int land)
 {
     int idle = 0, i, busy = 1;
 
     while (busy) {
-        int moved = 0;
+        int moved = land > 0 && (A.qh != A.qt || B.qh != B.qt);
 
         for (i = 0, busy = 0; i < nf; i++) {
             moved |= flow_put(&f[i], maxlen, maxiov);
+            flows_land(f[i].tx, land);
             moved |= flow_get(&f[i], maxlen, maxiov);
+            flows_land(f[i].rx, land);
             if (f[i].bad)
                 return -1;
             busy |= f[i].rcvd < f[i].total;
@@ -100,6 +105,11 @@ static int flows_run(flow_t * f, int nf, size_t maxlen, int maxiov)
             return -1;
     }
     return 0;
+}
+
+static int flows_run(flow_t * f, int nf, size_t maxlen, int maxiov)
+{
+    return flows_drive(f, nf, maxlen, maxiov, -1);
 }
 
 /* fill: put until no sender has space; else get until all sent arrived. */
@@ -134,14 +144,14 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0}, {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0}, {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
@@ -166,7 +176,7 @@ static void t_config(void)
 static void t_init(void)
 {
     rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_BASIC);
-    rb_xport_ops_t nocredit = { t_write, NULL, t_head, NULL };
+    rb_xport_ops_t nocredit = { t_write, NULL, t_head, NULL, NULL, NULL, NULL, NULL };
     rb_pipe_t p;
     uint64_t w = 0;
 
@@ -959,6 +969,176 @@ static void t_superpipe_completion(void)
        "completion-driven superpipeline: %lu frames landed by count", A.wframes);
 }
 
+/* ---- growing rings ---- */
+
+static rb_config_t grow_cfg(rb_mode_t mode, int completion)
+{
+    rb_config_t c = t_cfg(1024, 64, 512, 256, mode);
+
+    c.ring_max = 16384;
+    c.completion_driven = completion;
+    return c;
+}
+
+/* land 0: writes land at once; 1: (deferred) a few hundred bytes land in
+ * address order; completion-driven receivers are told what landed. */
+static void flows_land(side_t * s, int land)
+{
+    unsigned long done;
+    int k;
+
+    if (land < 0)
+        return;
+    for (k = 0; land && k < 700; k++)
+        t_land_byte(s);
+    done = land ? s->landed : s->wframes;
+    if (s->peer->p.cfg.completion_driven)
+        rb_pipe_landed(&s->peer->p, (unsigned) (done - s->told));
+    s->told = done;
+}
+
+static void t_grow_config(void)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0), f;
+    const char *what = NULL;
+    rb_pipe_t p;
+    uint64_t w = 0;
+
+    c.max_frame = 4096;         /* above ring_size/2, within ring_max/2 */
+    c.credit_threshold = 4096;
+    ok(rb_config_check(&c, &what) == RDMA_OK, "grow config: sizes checked against ring_max");
+    f = rb_config_fit(&c, 1024);
+    ok(f.ring_size == 1024 && f.max_frame == 512 && f.credit_threshold == 512,
+       "grow config: fitted to 1 KiB: frame 512, credit 512 (%zu, %zu)", f.max_frame,
+       f.credit_threshold);
+    f = rb_config_fit(&c, 16384);
+    ok(f.max_frame == 4096 && f.credit_threshold == 4096, "grow config: at ring_max as given");
+    c.ring_max = 3000;
+    ok(rb_config_check(&c, &what) == RDMA_ERR_INVAL && !strcmp(what, "ring_max"),
+       "grow config: ring_max not a power of two rejected");
+    c.ring_max = 512;
+    ok(rb_config_check(&c, &what) == RDMA_ERR_INVAL && !strcmp(what, "ring_max"),
+       "grow config: ring_max below ring_size rejected");
+    c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+    pair_init(&c);
+    is_int(rb_pipe_init(&p, &c, &t_ops, NULL, A.stage, &w, A.ring, &w), RDMA_ERR_INVAL,
+           "grow config: a transport without the grow ops refused");
+    is_int(rb_pipe_put_ctrl(&A.p, RB_FRAME_MOVE, "x", 1, &(int) { 0 }), RDMA_ERR_INVAL,
+           "grow config: MOVE is not the caller's to send");
+}
+
+/* Both directions grow 1 KiB -> 16 KiB under a stream; every byte
+ * verifies, each end moved four times and dropped four rings. */
+static void t_grow_stream(rb_mode_t mode, int completion, int defer, const char *name)
+{
+    rb_config_t c = grow_cfg(mode, completion);
+    flow_t f[2];
+
+    if (defer == 2) {           /* the superpipeline, its groups fitted too */
+        c.sched_c0 = 128;
+        c.sched_max = 4096;
+        c.sched_q = 1.5;
+        defer = 0;
+    }
+    pair_init(&c);
+    A.defer = B.defer = defer;
+    flows_init(f, 1 << 20);
+    ok(flows_drive(f, 2, 3000, 8, defer) == 0, "grow, %s: 1 MiB each way verifies", name);
+    ok(A.p.tx.cfg.ring_size == 16384 && B.p.tx.cfg.ring_size == 16384
+       && A.p.rx.cfg.ring_size == 16384 && B.p.rx.cfg.ring_size == 16384,
+       "grow, %s: both rings at ring_max (%zu, %zu)", name, A.p.tx.cfg.ring_size,
+       B.p.tx.cfg.ring_size);
+    ok(A.moves == 4 && B.moves == 4 && A.p.stats.grows == 4 && A.ring_drops == 4
+       && B.ring_drops == 4 && A.ring_news == 4 && B.ring_news == 4,
+       "grow, %s: four moves, rings made and dropped each way (%lu %lu %lu)", name, A.moves,
+       A.ring_drops, A.ring_news);
+    ok(A.p.tx.cfg.max_frame == 512 && B.p.rx.cfg.credit_threshold == 256,
+       "grow, %s: geometry fitted to the new size", name);
+}
+
+/* Small messages never fill a ring: it keeps its first size. */
+static void t_grow_quiet(void)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+
+    pair_init(&c);
+    ok(pingpong_run(5000) && A.p.tx.cfg.ring_size == 1024 && B.p.tx.cfg.ring_size == 1024
+       && !A.ring_news && !B.ring_news, "grow: 5000 ping-pong messages, rings stay at 1 KiB");
+}
+
+/* A refused allocation leaves the ring as it is; nothing is lost. */
+static void t_grow_refused(int which, const char *name)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+    flow_t f[2];
+
+    int rc;
+
+    pair_init(&c);
+    (which == 1 ? &B : &A)->grow_refuse = which;
+    flows_init(f, 1 << 18);
+    rc = flows_drive(f, 1, 3000, 8, 0);
+    ok(rc == 0 && A.p.tx.cfg.ring_size == 1024
+       && B.p.rx.cfg.ring_size == 1024 && B.ring_news == 1 && !A.moves,
+       "grow, %s refused: 256 KiB verifies at 1 KiB, asked once (%lu)", name, B.ring_news);
+}
+
+/* After a stream, idle: B offers the first size again; A, which only polls,
+ * switches where it reads the MOVE; both grow again under the next stream. */
+static void t_grow_shrink(void)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+    flow_t f[2];
+    uint8_t m[8];
+    unsigned long drops;
+    int rc;
+
+    pair_init(&c);
+    flows_init(f, 1 << 20);
+    ok(flows_drive(f, 2, 3000, 8, 0) == 0 && B.p.rx.cfg.ring_size == 16384,
+       "shrink: a stream grew the rings");
+    drops = B.ring_drops;
+    ok(rb_pipe_shrink(&B.p) == RDMA_OK && rb_pipe_shrink(&B.p) == RDMA_OK
+       && B.p.rx.next.ring && B.ring_news == 5, "shrink: B offers a 1 KiB ring, once");
+    get1(&A, m, sizeof(m));
+    get1(&B, m, sizeof(m));
+    ok(A.p.tx.cfg.ring_size == 1024 && B.p.rx.cfg.ring_size == 1024 && B.ring_drops == drops + 1
+       && A.p.rx.cfg.ring_size == 16384 && A.p.stats.shrinks == 1 && A.p.stats.grows == 4, "shrink: one poll on each side moves A -> B back to "
+       "1 KiB, the other way stays (%zu, %zu)", A.p.tx.cfg.ring_size, B.p.rx.cfg.ring_size);
+    ok(rb_pipe_shrink(&A.p) == RDMA_OK && get1(&B, m, sizeof(m)) == 0
+       && get1(&A, m, sizeof(m)) == 0 && B.p.tx.cfg.ring_size == 1024,
+       "shrink: and B -> A when A offers");
+    flows_init(f, 1 << 18);
+    rc = flows_drive(f, 2, 3000, 8, 0);
+    ok(rc == 0 && A.p.tx.cfg.ring_size > 1024 && B.p.tx.cfg.ring_size > 1024,
+       "shrink: the next stream verifies and grows them again (%d, %zu, %zu)", rc,
+       A.p.tx.cfg.ring_size, B.p.tx.cfg.ring_size);
+}
+
+/* SWITCH where no MOVE was offered is a protocol error. */
+static void t_grow_proto(void)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+    uint8_t m[3000];
+    size_t nb;
+
+    pair_init(&c);
+    memset(m, 7, sizeof(m));
+    ok(put1(&A, m, sizeof(m)) < sizeof(m) && put1(&A, m, 100) == 0,
+       "grow proto: ring full, GROW asked");
+    while (get1(&B, m, sizeof(m)) > 0)
+        ;
+    put1(&A, m, 10);            /* carries GROW */
+    get1(&B, m, sizeof(m));
+    get1(&B, m, sizeof(m));     /* offers */
+    ok(B.p.rx.next.ring && B.ring_news == 1, "grow proto: B made a ring and offered it");
+    B.p.rx.next.ring = NULL;    /* B forgets its offer (its ring leaks) */
+    get1(&A, m, 1);             /* reads MOVE */
+    put1(&A, m, 1);             /* sends SWITCH */
+    is_int(rb_pipe_getv(&B.p, &(struct iovec) { m, 1 }, 1, &nb), RDMA_ERR_PROTO,
+           "grow proto: a SWITCH to no offered ring is refused");
+}
+
 int main(void)
 {
     t_config();
@@ -991,6 +1171,17 @@ int main(void)
     t_superpipe_deferred();
     t_superpipe_completion();
     t_superpipe_flushed();
+    t_grow_config();
+    t_grow_stream(RB_MODE_PIGGYBACK, 0, 0, "flags");
+    t_grow_stream(RB_MODE_PIGGYBACK, 0, 1, "flags, byte-wise landing");
+    t_grow_stream(RB_MODE_PIGGYBACK, 1, 1, "completion-driven, byte-wise landing");
+    t_grow_stream(RB_MODE_BASIC, 0, 0, "basic");
+    t_grow_stream(RB_MODE_PIGGYBACK, 1, 2, "superpipeline, completion-driven");
+    t_grow_quiet();
+    t_grow_refused(1, "ring");
+    t_grow_refused(2, "stage");
+    t_grow_shrink();
+    t_grow_proto();
     free(A.stage);
     free(A.ring);
     free(B.stage);

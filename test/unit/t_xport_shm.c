@@ -90,6 +90,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     conform_t = &shm;
     conform_run(conform_cases, conform_ncases, getenv("CH3RDMA_T_XPORT_ONLY"));
+    conform_run(conform_grow_cases, conform_ngrow_cases, getenv("CH3RDMA_T_XPORT_ONLY"));
     conform_run(conform_dyn_cases, conform_ndyn_cases,
                 getenv("CH3RDMA_T_XPORT_ONLY"));
     run_refused();

@@ -238,7 +238,10 @@ static const conform_case_t verbs_cases[] = {
      "(timeout 3 s)", {.ext = EXT_FORGE, .ext_fails = 1, .timeout = 3},
      "did not answer the connection request"},
     {"silent", "connect to a rank that never answers (timeout 3 s)",
-     {.silent_rank = 1, .timeout = 3}, "did not answer the connection request within 3 s"}
+     {.silent_rank = 1, .timeout = 3}, "did not answer the connection request within 3 s"},
+    {"grow", "2 ranks under a 128 KiB pinned cap: the rings grow from 4 KiB until the cap "
+     "refuses, short of 64 KiB; streams verify", {.ring = 4096, .grow = 65536,
+                                                   .pinned_max = 128 * 1024}, NULL}
 };
 
 
@@ -316,6 +319,7 @@ int main(int argc, char **argv)
     }
     conform_run(conform_cases, conform_ncases, only);
     conform_run(conform_dyn_cases, conform_ndyn_cases, only);
+    conform_run(conform_grow_cases, conform_ngrow_cases, only);
     conform_run(verbs_cases, sizeof(verbs_cases) / sizeof(verbs_cases[0]), only);
     return done_testing();
 }

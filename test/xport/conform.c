@@ -125,12 +125,12 @@ static void link_fill(const scen_t * sc, rdma_link_config_t * link)
 
     memset(link, 0, sizeof(*link));
     *r = (rb_config_t) { .ring_size = sc->ring, .chunk_size = 256, .max_frame = 8192,
-        .credit_threshold = sc->ring / 4, .mode = sc->mode };
+        .credit_threshold = sc->ring / 4, .mode = sc->mode, .ring_max = sc->grow };
     if (sc->super) {
         r->max_frame = 1024;
         r->sched_c0 = 2048;
         r->sched_q = 2.0;
-        r->sched_max = sc->ring / 4;
+        r->sched_max = (sc->grow ? sc->grow : sc->ring) / 4;
     }
 }
 
@@ -142,6 +142,8 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->job = conform_t->job;
     prm->ring_size = sc->ring;
     prm->chunk_size = 256;
+    prm->ring_max = sc->grow;
+    prm->pinned_max_bytes = sc->pinned_max;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
         rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, nd };
@@ -299,6 +301,15 @@ static int rank_stream(node_t * nd)
     for (p = 0; p < sc->nprocs; p++)
         if (p != nd->rank && rb_pipe_flush_credit(&nd->conns[p].pipe))
             exit(1);
+    for (p = 0; sc->grow && p < sc->nprocs; p++) {
+        size_t r = nd->conns[p].pipe.tx.cfg.ring_size;
+
+        if (p != nd->rank && (sc->pinned_max ? r >= sc->grow || r == sc->ring : r != sc->grow)) {
+            conform_say(nd, "D the ring to %d is %zu bytes (from %zu, at most %zu, cap %zu)", p,
+                        r, sc->ring, sc->grow, sc->pinned_max);
+            exit(1);
+        }
+    }
     return 0;
 }
 
@@ -804,6 +815,20 @@ const conform_case_t conform_cases[] = {
      {.nprocs = 3, .exit_rank = 1, .late = 6, .timeout = 2}, NULL},
 };
 const size_t conform_ncases = sizeof(conform_cases) / sizeof(conform_cases[0]);
+
+/* Growing rings (the transport's ring_new..ring_move). */
+const conform_case_t conform_grow_cases[] = {
+    {"grow", "2 ranks, rings start at 4 KiB and grow to 64 KiB under the streams (each a "
+     "new ring offered, switched to and the old one freed): streams + ping-pong verified",
+     {.ring = 4096, .grow = 65536, .pingpong = 300}, NULL},
+    {"grow", "3 ranks, write-with-imm, superpipeline: rings grow 4 -> 64 KiB, streams",
+     {.nprocs = 3, .ring = 4096, .grow = 65536, .force_completion = 1, .super = 1}, NULL},
+    {"grow", "2 ranks, basic mode: rings grow 4 -> 64 KiB, streams",
+     {.ring = 4096, .grow = 65536, .mode = RB_MODE_BASIC}, NULL},
+    {"grow", "2 jobs of one rank (peers outside the job): rings grow 4 -> 64 KiB, streams",
+     {.dynamic = 1, .ring = 4096, .grow = 65536}, NULL},
+};
+const size_t conform_ngrow_cases = sizeof(conform_grow_cases) / sizeof(conform_grow_cases[0]);
 
 /* Peers outside the job (dynamic processes): every rank a job of its own. */
 const conform_case_t conform_dyn_cases[] = {

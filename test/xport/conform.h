@@ -43,6 +43,10 @@ typedef struct scen {
     int unsafe_in_order;        /* CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER */
     size_t inline_size;
     size_t ring;                /* ring bytes (default 64 KiB) */
+    size_t grow;                /* 0, or rings start at `ring` and must have
+                                 * grown to this (ring_max) by the streams' end */
+    size_t pinned_max;          /* a pinned-memory cap; with grow: the rings
+                                 * must have stopped short of it */
     size_t stream;              /* bytes per direction per pair */
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
     int block;                  /* ping-pong receivers sleep in wait() */
@@ -102,6 +106,8 @@ extern const conform_case_t conform_cases[];    /* what every transport passes *
 extern const size_t conform_ncases;
 extern const conform_case_t conform_dyn_cases[];        /* ... with peers outside the job */
 extern const size_t conform_ndyn_cases;
+extern const conform_case_t conform_grow_cases[];       /* ... with growing rings */
+extern const size_t conform_ngrow_cases;
 
 double conform_now(void);
 void conform_say(node_t * nd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

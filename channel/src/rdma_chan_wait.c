@@ -1,0 +1,48 @@
+/*
+ * rdma_chan_wait.c -- the channel core's waiting (rdma_chan.h): how long
+ * to spin, and which transport's waiter a blocking wait sleeps in.
+ */
+#include <time.h>
+#include "rdma_chan.h"
+
+int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
+{
+    if (cfg->poll_spins >= 0)
+        return cfg->poll_spins;
+    return local > cores ? 0 : 2000;
+}
+
+/* With shm peers the waiter is shm's futex, which verbs arrivals cannot
+ * wake: with both, the sleep is short.  Verbs alone: short sleeps for the
+ * first RDMA_BLOCK_SHORT sleeps (on Soft-RoCE a CQ-event wakeup measured
+ * slower than a 50 us sleep), then the CQ event, unless a flag-polled
+ * connection makes the waiter decline (no event per arrival: 500 us
+ * sleeps).  With several threads sharing the waiter a wakeup may be
+ * missed, so the sleep is bounded there too. */
+enum { RDMA_BLOCK_SHORT = 3000 };
+__attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us)
+{
+    int shm = ch->links[RDMA_XP_SHM] > 0, verbs = ch->links[RDMA_XP_VERBS] > 0;
+    int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
+    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp), i;
+
+    for (i = 0; i < RDMA_XP_N; i++)     /* the poll before the sleep reaches all */
+        ch->xp[i].idle_polls |= 63;
+    ch->ring_polls |= 4095;
+
+    *us = armed && !(shm && verbs) ? (threaded ? 1000 : 20000) : over < RDMA_BLOCK_SHORT ? 50
+        : 500;
+    return armed ? k : -1;
+}
+
+__attribute__ ((cold)) void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep)
+{
+    struct timespec ts = { 0, us * 1000 };
+
+    if (k >= 0 && !sleep)
+        ch->xp[k].ops->wait_disarm(ch->xp[k].xp);
+    else if (k >= 0)
+        ch->xp[k].ops->wait(ch->xp[k].xp, us);
+    else if (sleep)
+        nanosleep(&ts, NULL);
+}
