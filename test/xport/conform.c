@@ -262,6 +262,21 @@ static int flow_recv(node_t * nd, int p, flow_t * f, size_t total)
     return 0;
 }
 
+/* A peer whose stream has all arrived is still read, as a channel reads
+ * every pipe: the MOVE frames of growing rings come on it.  Its next data
+ * (the ping-pong) stays unconsumed. */
+static int flow_poll(node_t * nd, int p)
+{
+    const void *buf;
+    size_t len;
+    int type;
+
+    if (rb_pipe_peek(&nd->conns[p].pipe, &type, &buf, &len) >= 0)
+        return 0;
+    conform_say(nd, "D rb_pipe_peek from rank %d failed: %s", p, conform_t->ops->error(nd->xp));
+    return -1;
+}
+
 /* Stream sc->stream bytes to and from every peer at once, verified; the
  * kill rank dies half way.  Returns 1 if a peer failure was reported. */
 static int rank_stream(node_t * nd)
@@ -269,17 +284,22 @@ static int rank_stream(node_t * nd)
     const scen_t *sc = nd->sc;
     flow_t fl[CONFORM_MAXP] = { {0, 0} };
     double limit = conform_now() + GROUP_LIMIT;
-    int p, busy = 1;
+    int p, busy = 1, pause;
 
     while (busy) {
         busy = 0;
+        /* grow scenarios: every other 10 ms (one clock for all ranks) reads
+         * nothing, so each ring size meets a sender that fills it (a sender
+         * asks only then) and the next 10 ms bring MOVE and SWITCH */
+        pause = sc->grow && (long) (conform_now() * 100) % 2;
         if (conform_progress(nd))
             return 1;
         for (p = 0; p < sc->nprocs; p++) {
             if (p == nd->rank)
                 continue;
             if ((fl[p].sent < sc->stream && flow_send(nd, p, &fl[p], sc->stream))
-                || (fl[p].rcvd < sc->stream && flow_recv(nd, p, &fl[p], sc->stream))) {
+                || (fl[p].rcvd < sc->stream ? !pause && flow_recv(nd, p, &fl[p], sc->stream)
+                    : flow_poll(nd, p))) {
                 if (nd->conns[p].xc.state == RDMA_CONN_FAILED && conform_progress(nd))
                     return 1;   /* the write itself saw the failure */
                 exit(1);
@@ -302,11 +322,16 @@ static int rank_stream(node_t * nd)
         if (p != nd->rank && rb_pipe_flush_credit(&nd->conns[p].pipe))
             exit(1);
     for (p = 0; sc->grow && p < sc->nprocs; p++) {
-        size_t r = nd->conns[p].pipe.tx.cfg.ring_size;
+        const rb_pipe_t *pp = &nd->conns[p].pipe;
+        size_t r = pp->tx.cfg.ring_size;
 
         if (p != nd->rank && (sc->pinned_max ? r >= sc->grow || r == sc->ring : r != sc->grow)) {
-            conform_say(nd, "D the ring to %d is %zu bytes (from %zu, at most %zu, cap %zu)", p,
-                        r, sc->ring, sc->grow, sc->pinned_max);
+            conform_say(nd, "D the ring to %d is %zu bytes (from %zu, at most %zu, cap %zu; "
+                        "%llu grows, %llu full stalls, asked at %zu, move %zu; from %d: %zu, "
+                        "offer %zu)", p, r, sc->ring, sc->grow, sc->pinned_max,
+                        (unsigned long long) pp->stats.grows,
+                        (unsigned long long) pp->stats.full_stalls, pp->tx.asked,
+                        pp->tx.move.size, p, pp->rx.cfg.ring_size, pp->rx.offer);
             exit(1);
         }
     }
@@ -742,7 +767,7 @@ scen_t conform_defaults(const scen_t * in)
 
     sc.nprocs = sc.nprocs ? sc.nprocs : 2;
     sc.inline_size = sc.inline_size ? sc.inline_size : 256;
-    sc.stream = sc.stream ? sc.stream : 1 << 20;
+    sc.stream = sc.stream ? sc.stream : sc.grow ? 4 << 20 : 1 << 20;
     sc.ring = sc.ring ? sc.ring : RING;
     sc.timeout = sc.timeout > 0 ? sc.timeout : 30;
     sc.kill_rank = sc.kill_rank ? sc.kill_rank : -1;

@@ -47,7 +47,8 @@ typedef struct scen {
                                  * grown to this (ring_max) by the streams' end */
     size_t pinned_max;          /* a pinned-memory cap; with grow: the rings
                                  * must have stopped short of it */
-    size_t stream;              /* bytes per direction per pair */
+    size_t stream;              /* bytes per direction per pair (1 MiB; 4 MiB
+                                 * with grow) */
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
     int block;                  /* ping-pong receivers sleep in wait() */
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
