@@ -53,6 +53,8 @@ rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
     else if (cfg->hot_window
              && (cfg->hot_window < cfg->chunk_size || cfg->hot_window > top / 2))
         bad = "hot_window";
+    else if (cfg->max_writes == 1 || cfg->max_writes > RB_WRITES_MAX)
+        bad = "max_writes";
     if (what)
         *what = bad;
     return bad ? RDMA_ERR_INVAL : RDMA_OK;

@@ -98,6 +98,7 @@ static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
 int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
 int rb_tx_send(rb_pipe_t * p, int type, size_t len);
 uint64_t rb_tx_tail_seen(const rb_pipe_t * p);
+void rb_tx_credit(rb_pipe_t * p, uint64_t t);
 
 /* rb_grow.c: growing rings (rb_pipe.h) */
 void rb_grow_stalled(rb_pipe_t * p, int full);

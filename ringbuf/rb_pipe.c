@@ -52,6 +52,29 @@ uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
     return rb_tail_newer(p, t) ? t : p->tx.tail;
 }
 
+/* The peer credited t (tail word or piggyback): the window's rule. */
+void rb_tx_credit(rb_pipe_t * p, uint64_t t)
+{
+    if ((int64_t) (t - p->tx.credit) > 0 && (int64_t) (p->tx.head - t) >= 0)
+        p->tx.credit = t;
+}
+
+/* Room in the write window (rb_pipe.h) for n more writes, after retiring
+ * the credited ones; always with no window.  The credit word is read
+ * relaxed: the window only bounds the peer's queue, it orders no data. */
+static int rb_tx_window(rb_pipe_t * p, unsigned n)
+{
+    unsigned w = p->tx.cfg.max_writes;
+
+    if (!w || p->tx.win_in - p->tx.win_out + n <= w)
+        return 1;
+    rb_tx_credit(p, __atomic_load_n(p->tx.tail_word, __ATOMIC_RELAXED));
+    while (p->tx.win_out != p->tx.win_in
+           && (int64_t) (p->tx.credit - p->win_end[p->tx.win_out % RB_WRITES_MAX]) >= 0)
+        p->tx.win_out++;
+    return p->tx.win_in - p->tx.win_out + n <= w;
+}
+
 static uint64_t rb_tx_room(const rb_pipe_t * p)
 {
     return p->tx.cfg.ring_size - (p->tx.head - p->tx.tail);
@@ -73,6 +96,8 @@ static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
 static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, const rb_user_t * u)
 {
     p->stats.writes_tx++;
+    if (p->tx.cfg.max_writes)   /* it ends at tx.head: frames are built first */
+        p->win_end[p->tx.win_in++ % RB_WRITES_MAX] = p->tx.head;
     if ((u ? p->ops->write_user(p->ctx, off, len, frames, u)
          : p->ops->write(p->ctx, off, len, frames))
         || (p->tx.cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
@@ -125,8 +150,10 @@ static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
     p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + p->ovh + len;
-    if (p->tx.cfg.mode != RB_MODE_BASIC)
-        p->rx.tail_sent = p->rx.tail;   /* piggybacked */
+    if (p->tx.cfg.mode != RB_MODE_BASIC) {      /* piggybacked */
+        p->rx.tail_sent = p->rx.tail;
+        p->rx.consumed_sent = p->rx.consumed;
+    }
     return off;
 }
 
@@ -161,7 +188,8 @@ static int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
  * The PAD is the last frame of its group, as at any ring end. */
 static int rb_tx_rewind(rb_pipe_t * p)
 {
-    if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head)) || p->tx.head != p->tx.tail)
+    if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head)) || p->tx.head != p->tx.tail
+        || !rb_tx_window(p, 1))
         return RDMA_OK;
     p->stats.rewinds++;
     return rb_tx_send(p, RB_FRAME_PAD, 0);
@@ -171,13 +199,14 @@ static int rb_tx_rewind(rb_pipe_t * p)
  * (room by the replica, before the ring end, inside the hot window if
  * there is one, no group pending).  rb_pipe_putv's loop would build
  * exactly that frame. */
-static int rb_tx_one_fits(const rb_pipe_t * p, size_t len)
+static int rb_tx_one_fits(rb_pipe_t * p, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
 
     return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
-        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off);
+        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off)
+        && rb_tx_window(p, 1);
 }
 
 /* Send the iov as the one frame rb_tx_one_fits found room for. */
@@ -198,7 +227,7 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
 {
     rb_cursor_t cur = { iov, 0 };
     size_t total, done = 0;
-    int rc = RDMA_OK;
+    int rc = RDMA_OK, win = 0;
 
     if (!p || !nbytes || n < 0 || (n && !iov))
         return RDMA_ERR_INVAL;
@@ -223,6 +252,9 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
             room = p->tx.cfg.max_frame;
         if (room < p->tx.cfg.chunk_size)
             break;
+        /* a frame that opens a write (a group ends where the ring wraps) */
+        if ((!p->tx.wr_frames || !off) && (win = !rb_tx_window(p, p->tx.wr_frames ? 2 : 1)))
+            break;
         if (len > room - p->ovh)
             len = room - p->ovh;
         rb_cursor_copy(&cur, rb_tx_payload(p, len), len, 1);
@@ -231,7 +263,8 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     }
     if (rc == RDMA_OK)
         rc = rb_tx_flush(p);
-    if (done < total && rc == RDMA_OK)
+    p->stats.window_stalls += win;
+    if (done < total && rc == RDMA_OK && !win)
         rb_grow_stalled(p, !done);
     if (done == total)
         p->tx.wr_target = (double) p->tx.cfg.sched_c0;     /* the message is complete */
@@ -255,6 +288,10 @@ static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
 
     *fits = 0;
     p->tx.tail = rb_tx_tail_seen(p);
+    if (!rb_tx_window(p, 2)) {  /* a PAD's write, then theirs */
+        p->stats.window_stalls++;
+        return RDMA_OK;
+    }
     if ((rc = rb_tx_rewind(p)) != RDMA_OK)
         return rc;
     off = rb_ring_off(&p->tx.cfg, p->tx.head);

@@ -88,6 +88,20 @@
  * refused ring_new ends the asking at that size, a refused stage_new leaves
  * the receiver's new ring unused until the transport closes.
  *
+ * Write window (cfg.max_writes = W > 0): at most W transport writes of
+ * frames whose bytes the peer has not yet credited, so a transport can size
+ * its queues by W, not by the frames a ring holds (a verbs write-with-
+ * immediate takes one of the peer's receives until the peer polls it,
+ * which it does before it can consume and credit the write's frames).  The
+ * sender keeps the end position of each write (win_end) and retires those
+ * at or below the newest credit (tail word or piggyback: tx.credit, which a
+ * SWITCH does not move, unlike tx.tail).  A put that would open a write
+ * beyond W takes nothing more (no GROW ask: the ring has room).  The
+ * receiver returns credit once W/2 frames were consumed since the last
+ * credit it sent: a blocked sender has W writes, so at least W frames,
+ * uncredited, and their consumption always sends one.  Both ends use the
+ * same W (the transport's constant).
+ *
  * Basic mode (the paper's baseline, for ablation): no piggyback; after each
  * frame the sender writes its head with ops->head, the receiver detects data
  * by its head word only and returns every consumption with ops->credit.
@@ -120,6 +134,7 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_INFO_GROW (UINT64_C(1) << 55)
 #define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
 #define RB_LEN_MAX ((1u << 30) - 1)
+#define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
 
 typedef struct rb_config {
     size_t ring_size;           /* bytes; power of two, <= 2^54; where the
@@ -159,6 +174,9 @@ typedef struct rb_config {
      * sizes above are checked against it and fitted to each ring size
      * (rb_config_fit). */
     size_t ring_max;
+    /* 0: no bound; else 2..RB_WRITES_MAX writes in flight (rb_pipe.h,
+     * "Write window"); the same at both ends */
+    unsigned max_writes;
 } rb_config_t;
 
 /* The parts of a write that come from the user's memory, not the stage
@@ -215,6 +233,7 @@ typedef struct rb_stats {
     uint64_t writes_tx;         /* transport writes of frames */
     uint64_t credits_tx;        /* explicit credit updates sent */
     uint64_t full_stalls;       /* putv calls that found no space */
+    uint64_t window_stalls;     /* puts stopped by the write window */
     uint64_t rewinds;           /* PAD frames sent to rewind to the hot window */
     uint64_t grows, shrinks;    /* moves of the send side to a larger, a
                                  * smaller ring */
@@ -247,6 +266,8 @@ typedef struct rb_pipe {
         volatile uint64_t *tail_word;
         uint64_t head;          /* master */
         uint64_t tail;          /* best known peer tail (replica) */
+        uint64_t credit;        /* newest tail the peer sent (window) */
+        unsigned win_in, win_out;       /* uncredited writes: win_end[out..in) */
         uint64_t hot_bytes;     /* frame bytes written since offset 0 */
         uint32_t seq;
         size_t wr_off, wr_len;  /* frames built, not yet written */
@@ -269,7 +290,8 @@ typedef struct rb_pipe {
         uint64_t tail_sent;     /* last tail published to the peer */
         size_t off;             /* payload bytes of current frame consumed */
         uint32_t seq;
-        uint64_t landed, consumed;      /* frames, completion-driven mode */
+        uint64_t landed, consumed;      /* frames (landed: completion-driven) */
+        uint64_t consumed_sent; /* consumed when tail_sent was published */
         int at_ctrl;            /* the last getv stopped at a CTRL frame */
         rb_frame_t seen;        /* what rb_pipe_peek parsed at tail, until
                                  * its release (span 0: nothing) */
@@ -283,6 +305,9 @@ typedef struct rb_pipe {
                                  * frame read in parts is parsed again) */
     } rx;
     rb_stats_t stats;
+    /* End positions of the uncredited writes (cfg.max_writes), indices
+     * mod RB_WRITES_MAX; last, away from the fields every put touches. */
+    uint64_t win_end[RB_WRITES_MAX];
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */

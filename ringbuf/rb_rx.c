@@ -22,6 +22,7 @@ static int rb_rx_credit(rb_pipe_t * p)
     if (p->ops->credit(p->ctx, p->rx.tail))
         return RDMA_ERR_XPORT;
     p->rx.tail_sent = p->rx.tail;
+    p->rx.consumed_sent = p->rx.consumed;
     p->stats.credits_tx++;
     return RDMA_OK;
 }
@@ -91,6 +92,7 @@ static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 
         if (rb_tail_newer(p, t))
             p->tx.tail = t;
+        rb_tx_credit(p, t);
     }
     f->payload = (uint8_t *) (fr + RB_HDR);
     f->len = len;
@@ -122,7 +124,9 @@ static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
     p->rx.consumed++;
     p->stats.frames_rx++;
     if (p->rx.cfg.mode == RB_MODE_BASIC
-        || p->rx.tail - p->rx.tail_sent >= p->rx.cfg.credit_threshold)
+        || p->rx.tail - p->rx.tail_sent >= p->rx.cfg.credit_threshold
+        || (p->rx.cfg.max_writes && p->rx.consumed - p->rx.consumed_sent
+            >= p->rx.cfg.max_writes / 2))
         return rb_rx_credit(p);
     return RDMA_OK;
 }

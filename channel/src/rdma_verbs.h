@@ -94,6 +94,9 @@ enum {
     RDMA_VERBS_PARK = 16,       /* REQs from outside the job awaiting main */
     RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs, at most */
     RDMA_VERBS_MAGIC = 0x63683372,
+    RDMA_VERBS_WINDOW = 64,     /* frame writes in flight (rb_config_t.max_writes):
+                                 * queues of 104 and 96 entries, under the 128
+                                 * providers round them up to */
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
     RDMA_VERBS_RQ_BATCH = 16,   /* consumed receives reposted together */
@@ -355,6 +358,7 @@ void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len);
 rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p);
 void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p);
 rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token);
+void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq);
 rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                                      const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
                                      char *why, size_t len);

@@ -180,19 +180,24 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
     free(vc);
 }
 
+/* Queue depths from the write window, not the ring (rdma_verbs_data.c,
+ * "Send queue", "Receive queue"); dev_setup checks them against the device. */
+void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq)
+{
+    uint32_t basic = xp->prm.head_writes ? 1 : 0;
+
+    *sq = RDMA_VERBS_WINDOW * (1 + basic) + RDMA_VERBS_SIG_EVERY + RDMA_VERBS_SQ_RESERVE
+        + RDMA_VERBS_READS_MAX;
+    *rq = RDMA_VERBS_WINDOW * (1 + 2 * basic) + RDMA_VERBS_RQ_RESERVE + RDMA_VERBS_RQ_BATCH;
+}
+
 static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
-    size_t rs = xp->prm.ring_size, top = rs > xp->prm.ring_max ? rs : xp->prm.ring_max;
-    uint32_t frames = (uint32_t) (top / xp->prm.chunk_size);      /* queues: the largest ring */
-    uint32_t per = xp->prm.head_writes ? 2 : 1;
-    uint32_t max_wr = (uint32_t) xp->dev.max_qp_wr;
+    size_t rs = xp->prm.ring_size;
     int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-    vc->sq_depth = frames * per + RDMA_VERBS_SQ_RESERVE + RDMA_VERBS_READS_MAX;
-    vc->sq_depth = vc->sq_depth < max_wr ? vc->sq_depth : max_wr;
-    vc->rq_depth = frames * per + RDMA_VERBS_RQ_RESERVE + RDMA_VERBS_RQ_BATCH;
-    vc->rq_depth = vc->rq_depth < max_wr ? vc->rq_depth : max_wr;
+    rdma_verbs_depths(xp, &vc->sq_depth, &vc->rq_depth);
     vc->sq_free = vc->sq_depth;
     vc->sig_fifo = calloc(vc->sq_depth, sizeof(*vc->sig_fifo));
     if (!vc->sig_fifo || rdma_verbs_mem_alloc(xp, &vc->ring, rs, rw)

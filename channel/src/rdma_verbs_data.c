@@ -26,21 +26,35 @@
  * RETURN_CAPS).  Build without the function: HAVE_DECL_IBV_QUERY_QP_DATA_IN_ORDER
  * = 0 (autoconf AC_CHECK_DECLS) => "unknown" => completion-driven.
  *
- * Send queue.  sq_depth >= frames that fit in the ring (x2 in basic mode for
- * head writes) + RDMA_VERBS_SQ_RESERVE; the last RESERVE slots are kept for
- * credit/head/keepalive writes so credit updates can always be posted.
- * Every RDMA_VERBS_SIG_EVERY-th WR is signalled, and every WR once the queue
- * is nearly full, so a full queue always ends in a signalled WR.  With no
- * free slot, writes poll the CQ (bounded by prm->timeout).  Stage bytes of
- * a non-inline write are rewritten only after the peer returned their
+ * Queue depths come from a write window, not from the ring, so a
+ * connection's queues stay small while its ring grows: completion-driven,
+ * the pipe leaves at most RDMA_VERBS_WINDOW frame writes uncredited
+ * (rb_config_t.max_writes, rb_pipe.h "Write window"), which bounds the
+ * receives they take; flag polling takes none, and its writes are bounded
+ * by the send queue alone (below), which frees at the NIC's pace, so it
+ * runs without the window and its extra credits.
+ *
+ * Send queue.  sq_depth = WINDOW (x2 in basic mode for head writes) +
+ * RDMA_VERBS_SIG_EVERY (credited writes whose covering signal has not
+ * completed yet) + RDMA_VERBS_READS_MAX + RDMA_VERBS_SQ_RESERVE; the last
+ * RESERVE slots are kept for credit/head/keepalive writes so credit updates
+ * can always be posted.  Every SIG_EVERY-th WR is signalled, and every WR
+ * once the queue is nearly full, so a full queue always ends in a signalled
+ * WR.  With no free slot, writes poll the CQ (bounded by prm->timeout):
+ * send completions need only the peer's NIC, not its process.  Stage bytes
+ * of a non-inline write are rewritten only after the peer returned their
  * credit, i.e. after the write landed, so no completion is needed for that.
  *
- * Receive queue (completion-driven only).  The peer's writes-with-immediate
- * in flight never exceed its frames in our ring (x2 in basic mode) plus
- * RDMA_VERBS_RQ_RESERVE credit writes; rq_depth adds RDMA_VERBS_RQ_BATCH,
- * and consumed receives are reposted RQ_BATCH at a time (one
- * ibv_post_recv per batch, not per frame), so at least the former always
- * stay posted and the peer never meets an RNR NAK.
+ * Receive queue (completion-driven only).  A peer's write-with-immediate
+ * holds one of our receives until we poll its CQE, which comes before we
+ * consume and credit its frames: its uncredited frame writes (at most
+ * WINDOW) bound the receives it holds, plus RDMA_VERBS_RQ_RESERVE for its
+ * credit writes (one per WINDOW/2 frames or credit_threshold bytes we sent
+ * it); basic mode adds a head write per frame and a credit per frame we
+ * sent (x3).  rq_depth adds RDMA_VERBS_RQ_BATCH, since consumed receives
+ * are reposted RQ_BATCH at a time (one ibv_post_recv per batch).  Should
+ * credit writes still outrun the reserve (our CQ polled late), the peer
+ * meets an RNR NAK and retries (rnr_retry 7: forever): slower, never lost.
  *
  * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
  * from prm->timeout (16..18), rnr_retry 7.  A peer that died while we wait
@@ -346,7 +360,7 @@ static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
     rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
-        vc->completion
+        vc->completion, vc->completion ? RDMA_VERBS_WINDOW : 0
     };
     rdma_conn_t *c = vc->c;
 

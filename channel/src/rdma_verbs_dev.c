@@ -279,12 +279,18 @@ rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
 {
     const char *what;
+    uint32_t sq, rq;
 
     if (ibv_query_device(xp->ctx, &xp->dev) || rdma_verbs_gid_pick(xp)) {
         rdma_say(err, errlen, RDMA_ERR_XPORT, "cannot query %s port %u: %s",
                  ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
         return RDMA_ERR_XPORT;
     }
+    rdma_verbs_depths(xp, &sq, &rq);
+    if ((int) (sq > rq ? sq : rq) > xp->dev.max_qp_wr)
+        return rdma_say(err, errlen, RDMA_ERR_XPORT, "%s allows %d work requests per queue, "
+                        "ch3:rdma needs %u", ibv_get_device_name(xp->ctx->device),
+                        xp->dev.max_qp_wr, sq > rq ? sq : rq);
     xp->cq_size = xp->cq_need = RDMA_VERBS_CQ_BASE;
     if (!(xp->pd = ibv_alloc_pd(xp->ctx)))
         what = "ibv_alloc_pd";

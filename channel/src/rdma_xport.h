@@ -114,6 +114,7 @@ typedef struct rdma_conn_mem {
     volatile void *ring;        /* the peer's frames land here */
     volatile uint64_t *head_word;       /* the peer's head (head_writes) */
     int completion_driven;      /* arrivals come as ev.landed(), not flags */
+    unsigned max_writes;        /* the pipe's write window (rb_config_t); 0: none */
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),

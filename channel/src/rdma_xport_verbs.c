@@ -181,12 +181,13 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
     if (!vc)
         return snprintf(buf, len, "not connected");
     return snprintf(buf, len, "verbs mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
-                    "sq=%u/%u signalled=%u rq=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
+                    "sq=%u/%u signalled=%u rq=%u window=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
                     "fork=%s",
                     rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->mtu, vc->sq_free,
-                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, vc->xp->qp_timeout,
+                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, RDMA_VERBS_WINDOW,
+                    vc->xp->qp_timeout,
                     ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm,
                     vc->xp->fork_mode);
 }

@@ -14,7 +14,8 @@
  *
  * Faults (fake_faults, set by the test before traffic):
  *   defer_writes   writes land only at the receiver's next progress(), as
- *                  completion-driven arrivals (ev.landed)
+ *                  completion-driven arrivals (ev.landed), at most
+ *                  FAKE_WINDOW uncredited (the pipe's write window)
  *   pull_max       bytes one pull() starts at most (0: all it is offered)
  *   defer_pulls    pulled bytes are reported at the next progress()
  *   refuse_pulls   pull() refuses (RDMA_ERR_REFUSED): the ring carries it
@@ -35,7 +36,7 @@
 #include <string.h>
 #include "rdma_xport.h"
 
-enum { FAKE_RANKS = 4, FAKE_QMAX = 1024 };
+enum { FAKE_RANKS = 4, FAKE_QMAX = 1024, FAKE_WINDOW = 16 };
 
 static struct fake_faults {
     int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer, open2_fails;
@@ -208,7 +209,7 @@ static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
     c->xport = xp;
     xp->end[c->peer] = e;
     mem = (rdma_conn_mem_t) { e->stage, &e->tail_word, e->ring, &e->head_word,
-        fake_faults.defer_writes };
+        fake_faults.defer_writes, fake_faults.defer_writes ? FAKE_WINDOW : 0 };
     return xp->prm.ev.bind(xp->prm.ev.arg, c, &mem) ? NULL : e;
 }
 

@@ -39,6 +39,8 @@ struct side {
         rb_user_t u;            /* write_user: the user parts (u.n 0: none) */
     } q[QMAX];                  /* deferred writes, q[qh..qt) */
     size_t wlen[QMAX];          /* length of write k, at k % QMAX */
+    uint64_t wend[QMAX];        /* its end position (tx.head: frames come first) */
+    unsigned long wout, most;   /* first write not yet credited; most in flight */
     unsigned qh, qt;
     size_t qdone;               /* bytes of q[qh] landed */
     unsigned long writes, wframes, credits, heads, landed, user_writes;
@@ -51,10 +53,24 @@ struct side {
 
 static side_t A, B;
 
+/* Writes of s the peer has not credited (tail word or piggyback) after
+ * one more: the most seen (rb_config_t.max_writes bounds it). */
+static inline void t_window_note(side_t * s)
+{
+    uint64_t cr = (int64_t) (s->tail_word - s->p.tx.credit) > 0 ? s->tail_word : s->p.tx.credit;
+
+    s->wend[s->writes % QMAX] = s->p.tx.head;
+    while (s->wout <= s->writes && (int64_t) (cr - s->wend[s->wout % QMAX]) >= 0)
+        s->wout++;
+    if (s->writes + 1 - s->wout > s->most)
+        s->most = s->writes + 1 - s->wout;
+}
+
 static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     side_t *s = ctx;
 
+    t_window_note(s);
     s->q[s->qt % QMAX].u.n = 0;
     s->wlen[s->writes++ % QMAX] = len;
     s->wframes += frames;

@@ -144,19 +144,29 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0}, {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0}, {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, RB_WRITES_MAX + 1},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
         "max_frame", "max_frame", "credit_threshold", "credit_threshold", "mode",
-        "completion_driven", "hot_window", "hot_window", "flag_publishes",
+        "completion_driven", "hot_window", "hot_window", "flag_publishes", "max_writes",
+        "max_writes",
     };
     rb_config_t good = t_cfg(4096, 64, 1024, 3072, RB_MODE_BASIC);
     const char *what = "unset";
@@ -980,6 +990,24 @@ static rb_config_t grow_cfg(rb_mode_t mode, int completion)
     return c;
 }
 
+/* Pair with grow_cfg and max_writes; defer 2: the superpipeline (its
+ * groups fitted too), writes landing at once.  Returns flows_drive's land. */
+static int grow_pair_init(rb_mode_t mode, int completion, int defer, unsigned max_writes)
+{
+    rb_config_t c = grow_cfg(mode, completion);
+
+    c.max_writes = max_writes;
+    if (defer == 2) {
+        c.sched_c0 = 128;
+        c.sched_max = 4096;
+        c.sched_q = 1.5;
+        defer = 0;
+    }
+    pair_init(&c);
+    A.defer = B.defer = defer;
+    return defer;
+}
+
 /* land 0: writes land at once; 1: (deferred) a few hundred bytes land in
  * address order; completion-driven receivers are told what landed. */
 static void flows_land(side_t * s, int land)
@@ -995,6 +1023,59 @@ static void flows_land(side_t * s, int land)
     if (s->peer->p.cfg.completion_driven)
         rb_pipe_landed(&s->peer->p, (unsigned) (done - s->told));
     s->told = done;
+}
+
+/* Write window (rb_pipe.h): a one-way stream of one-frame messages with
+ * max_writes 8 and a credit threshold far above 8 frames; the receiver
+ * reads now and then.  At most 8 writes are ever uncredited, the stream
+ * completes (the receiver credits every 4 frames), and a window stall
+ * asks for no larger ring. */
+static void t_window(int completion, const char *name)
+{
+    rb_config_t c = t_cfg(16384, 64, 1024, 8192, RB_MODE_PIGGYBACK);
+    uint8_t m[40], r[64];
+    uint64_t sent = 0, rcvd = 0, bad = 0;
+    unsigned stuck = 0;
+    size_t k, n, got;
+
+    c.ring_max = 65536;
+    c.completion_driven = completion;
+    c.max_writes = 8;
+    pair_init(&c);
+    while (rcvd < (1 << 18) && stuck < 100) {
+        size_t len = rnd_in(1, sizeof(m));
+
+        for (k = 0; k < len; k++)
+            m[k] = pat(0, sent + k);
+        sent += n = put_landed(&A, m, len);
+        stuck = n ? 0 : stuck + 1;
+        while ((!n || !(rnd() & 7)) && (got = get1(&B, r, sizeof(r))) > 0)
+            for (k = 0; k < got; k++, rcvd++)
+                bad += r[k] != pat(0, rcvd);
+    }
+    ok(rcvd >= 1 << 18 && !bad, "window, %s: 256 KiB of small messages verify (%llu bad)",
+       name, (unsigned long long) bad);
+    ok(A.most == 8, "window, %s: at most 8 writes uncredited (%lu)", name, A.most);
+    ok(A.p.stats.window_stalls > 0 && A.p.stats.full_stalls == 0 && A.p.stats.grows == 0,
+       "window, %s: %llu window stalls, none full, no grow", name,
+       (unsigned long long) A.p.stats.window_stalls);
+    ok(B.credits * 4 <= B.p.stats.frames_rx + 4 && B.credits * 8 >= B.p.stats.frames_rx,
+       "window, %s: a credit per 4 frames (%lu for %llu)", name, B.credits,
+       (unsigned long long) B.p.stats.frames_rx);
+}
+
+/* The smallest window (2) under random two-way traffic that grows the
+ * rings, in every mode: every byte verifies, never more than 2 in flight. */
+static void t_window_flows(rb_mode_t mode, int completion, int defer, const char *name)
+{
+    flow_t f[2];
+
+    defer = grow_pair_init(mode, completion, defer, 2);
+    flows_init(f, 1 << 19);
+    ok(flows_drive(f, 2, 3000, 8, defer) == 0, "window 2, %s: 512 KiB each way verifies", name);
+    ok(A.most <= 2 && B.most <= 2 && A.p.stats.window_stalls + B.p.stats.window_stalls > 0,
+       "window 2, %s: at most 2 in flight (%lu, %lu), %llu stalls", name, A.most, B.most,
+       (unsigned long long) (A.p.stats.window_stalls + B.p.stats.window_stalls));
 }
 
 static void t_grow_config(void)
@@ -1031,17 +1112,9 @@ static void t_grow_config(void)
  * verifies, each end moved four times and dropped four rings. */
 static void t_grow_stream(rb_mode_t mode, int completion, int defer, const char *name)
 {
-    rb_config_t c = grow_cfg(mode, completion);
     flow_t f[2];
 
-    if (defer == 2) {           /* the superpipeline, its groups fitted too */
-        c.sched_c0 = 128;
-        c.sched_max = 4096;
-        c.sched_q = 1.5;
-        defer = 0;
-    }
-    pair_init(&c);
-    A.defer = B.defer = defer;
+    defer = grow_pair_init(mode, completion, defer, 0);
     flows_init(f, 1 << 20);
     ok(flows_drive(f, 2, 3000, 8, defer) == 0, "grow, %s: 1 MiB each way verifies", name);
     ok(A.p.tx.cfg.ring_size == 16384 && B.p.tx.cfg.ring_size == 16384
@@ -1182,6 +1255,12 @@ int main(void)
     t_grow_refused(2, "stage");
     t_grow_shrink();
     t_grow_proto();
+    t_window(0, "flags");
+    t_window(1, "completion-driven");
+    t_window_flows(RB_MODE_PIGGYBACK, 0, 0, "flags");
+    t_window_flows(RB_MODE_PIGGYBACK, 1, 1, "completion-driven, byte-wise landing");
+    t_window_flows(RB_MODE_BASIC, 0, 0, "basic");
+    t_window_flows(RB_MODE_PIGGYBACK, 1, 2, "superpipeline, completion-driven");
     free(A.stage);
     free(A.ring);
     free(B.stage);

@@ -30,7 +30,7 @@
 #define GROUP_LIMIT 90.0       /* seconds per scenario */
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
-enum { EXT_ZCOPY = 1, EXT_FORGE = 2 };
+enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4 };
 
 /* zcopy, rank 1: expose a send buffer (as zc does for a REQ) and, through
  * the test hook, register a receive-side region; tell rank 0 both keys. */
@@ -162,6 +162,57 @@ static void forge_auth(char *card)
         p[-1] = p[-1] == '0' ? '1' : '0';
 }
 
+/* Bytes of this process's mappings of the verbs device: the queues a
+ * software provider (rxe) shares with the kernel. */
+static size_t uverbs_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    unsigned long lo, hi;
+    size_t sum = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "uverbs") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            sum += hi - lo;
+    if (f)
+        fclose(f);
+    return sum;
+}
+
+/* Queues sized by the write window, not the ring (rdma_verbs_data.c):
+ * once the rings grew to 64 KiB (256 frames of 256 B), each queue holds
+ * fewer entries than the ring has frames, and the pipe's window is
+ * RDMA_VERBS_WINDOW. */
+static void rank_queues_check(node_t * nd)
+{
+    const rdma_verbs_conn_t *vc = nd->conns[!nd->rank].xc.priv;
+    const rb_pipe_t *pp = &nd->conns[!nd->rank].pipe;
+    size_t frames = pp->rx.cfg.ring_size / pp->rx.cfg.chunk_size;
+
+    conform_say(nd, "D rank %d: sq %u rq %u entries for a ring of %zu frames; window %u, "
+                "%llu window stalls; %zu KiB of device queues mapped (all QPs and CQs)",
+                nd->rank, vc->sq_depth, vc->rq_depth, frames, pp->tx.cfg.max_writes,
+                (unsigned long long) pp->stats.window_stalls, uverbs_mapped() >> 10);
+    if (vc->sq_depth >= frames || vc->rq_depth >= frames
+        || pp->tx.cfg.max_writes != RDMA_VERBS_WINDOW)
+        exit(1);
+}
+
+/* Small messages to a receiver that pauses: the write window, not the
+ * ring (256 frames), stopped the sender, and the streams still verified
+ * (the receiver's credit every WINDOW/2 frames releases it). */
+static void rank_window_check(node_t * nd)
+{
+    const rb_pipe_t *pp = &nd->conns[!nd->rank].pipe;
+
+    conform_say(nd, "D rank %d: %llu window stalls, %llu full stalls, %llu credits sent",
+                nd->rank, (unsigned long long) pp->stats.window_stalls,
+                (unsigned long long) pp->stats.full_stalls,
+                (unsigned long long) pp->stats.credits_tx);
+    if (!pp->stats.window_stalls || pp->stats.full_stalls)
+        exit(1);
+}
+
 /* The verbs scenarios of conform's ranks. */
 static void verbs_hook(node_t * nd, int phase)
 {
@@ -170,6 +221,10 @@ static void verbs_hook(node_t * nd, int phase)
             rank_forged(nd);
         forge_auth(nd->cards[1]);
     }
+    if (nd->sc->ext == EXT_QUEUES && phase == CONFORM_DATA)
+        rank_queues_check(nd);
+    if (nd->sc->ext == EXT_WINDOW && phase == CONFORM_DATA)
+        rank_window_check(nd);
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DATA)
         nd->rank == 1 ? rank_zcopy_offer(nd) : rank_zcopy_take(nd);
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DONE && nd->ext[0]) {
@@ -239,6 +294,13 @@ static const conform_case_t verbs_cases[] = {
      "did not answer the connection request"},
     {"silent", "connect to a rank that never answers (timeout 3 s)",
      {.silent_rank = 1, .timeout = 3}, "did not answer the connection request within 3 s"},
+    {"queues", "2 ranks, write-with-imm, rings grow 4 -> 64 KiB (256 frames): the queue "
+     "pairs hold fewer entries than that (sized by the pipe's write window), streams verify",
+     {.ring = 4096, .grow = 65536, .force_completion = 1, .ext = EXT_QUEUES}, NULL},
+    {"window", "2 ranks, write-with-imm, 64 KiB rings (256 frames), messages of 1-200 B, "
+     "receivers pause: the write window (64) stops the senders, never a full ring; "
+     "streams verify", {.force_completion = 1, .msg_max = 200, .pause = 1,
+                        .stream = 1 << 20, .ext = EXT_WINDOW}, NULL},
     {"grow", "2 ranks under a 128 KiB pinned cap: the rings grow from 4 KiB until the cap "
      "refuses, short of 64 KiB; streams verify", {.ring = 4096, .grow = 65536,
                                                    .pinned_max = 128 * 1024}, NULL}

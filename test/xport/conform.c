@@ -219,7 +219,7 @@ static int flow_send(node_t * nd, int p, flow_t * f, size_t total)
     size_t len, acc, j, k, n = 0;
     int i, niov = 1 + rand_r(&nd->seed) % 3;
 
-    len = 1 + rand_r(&nd->seed) % (niov * 7000);
+    len = 1 + rand_r(&nd->seed) % (nd->sc->msg_max ? nd->sc->msg_max : (size_t) niov * 7000);
     if (len > total - f->sent)
         len = total - f->sent;
     for (j = 0; j < len; j++)
@@ -291,7 +291,7 @@ static int rank_stream(node_t * nd)
         /* grow scenarios: every other 10 ms (one clock for all ranks) reads
          * nothing, so each ring size meets a sender that fills it (a sender
          * asks only then) and the next 10 ms bring MOVE and SWITCH */
-        pause = sc->grow && (long) (conform_now() * 100) % 2;
+        pause = (sc->grow || sc->pause) && (long) (conform_now() * 100) % 2;
         if (conform_progress(nd))
             return 1;
         for (p = 0; p < sc->nprocs; p++) {

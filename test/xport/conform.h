@@ -49,6 +49,9 @@ typedef struct scen {
                                  * must have stopped short of it */
     size_t stream;              /* bytes per direction per pair (1 MiB; 4 MiB
                                  * with grow) */
+    size_t msg_max;             /* stream messages of 1..msg_max bytes (0: 21000) */
+    int pause;                  /* receivers read nothing every other 10 ms
+                                 * (always with grow) */
     int pingpong;               /* 8-byte round trips, rank 0 <-> 1 */
     int block;                  /* ping-pong receivers sleep in wait() */
     int kill_rank;              /* this rank SIGKILLs itself mid-stream */
