@@ -4,10 +4,13 @@
  * connected, every ring used), then reads its proportional set size (Pss:
  * a page shared by k processes counts 1/k to each, so the sum over ranks is
  * the job's memory) and its resident set from /proc/self/smaps_rollup,
- * and ch3:rdma's ring memory (MPI_T pvar rdma_ring_bytes; -1 elsewhere).
- * Rank 0 prints one line:
+ * ch3:rdma's ring memory (MPI_T pvar rdma_ring_bytes; -1 elsewhere) and
+ * the verbs device memory mapped into the process (/proc/self/maps lines
+ * of /dev/infiniband/uverbs*: the queue pairs and CQs a software provider
+ * such as rxe shares with the kernel; 0 without verbs).  Rank 0 prints
+ * one line:
  *
- *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB RING_MAX_KIB
+ *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB RING_MAX_KIB DEVQ_MAX_KIB
  *
  *   mpi_mem [iters=300] [bytes=4096]
  */
@@ -15,6 +18,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* KiB of this process's mappings of the verbs device (0: none). */
+static long uverbs_kib(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    unsigned long lo, hi;
+    long sum = 0;
+
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "uverbs") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            sum += (long) ((hi - lo) >> 10);
+    if (f)
+        fclose(f);
+    return sum;
+}
 
 /* kB of the smaps_rollup field "key:" (-1 if unreadable). */
 static long rollup_kib(const char *key)
@@ -57,7 +76,7 @@ int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 300, rank, size, provided;
     size_t bytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 4096;
-    long mine[3], sum = 0, max[3];
+    long mine[4], sum = 0, max[4];
     char *sb, *rb;
 
     MPI_Init(&argc, &argv);
@@ -75,11 +94,12 @@ int main(int argc, char **argv)
     mine[0] = rollup_kib("Pss");
     mine[1] = rollup_kib("Rss");
     mine[2] = pvar_kib("rdma_ring_bytes");
+    mine[3] = uverbs_kib();
     MPI_Reduce(&mine[0], &sum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(mine, max, 3, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(mine, max, 4, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);        /* nobody unmaps before all have read */
     if (rank == 0)
-        printf("mem %d %ld %ld %ld %ld\n", size, sum, max[0], max[1], max[2]);
+        printf("mem %d %ld %ld %ld %ld %ld\n", size, sum, max[0], max[1], max[2], max[3]);
     free(sb);
     free(rb);
     MPI_T_finalize();

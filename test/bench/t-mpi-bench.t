@@ -22,7 +22,7 @@ expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" 
 "$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/test/bench/mpi_mem.c" ||
     { echo "Bail out! cannot compile mpi_mem"; exit 1; }
 line=$(timeout 300 "$P/bin/mpiexec" -n 4 "$W/mpi_mem" 20 4096 | grep '^mem ')
-awk '$1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 { ok = 1 }
+awk 'NF == 7 && $1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 && $7 >= 0 { ok = 1 }
     END { exit !ok }' <<< "$line"
-ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max and ring KiB (3 x 512 KiB) ($line)"
+ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max, ring KiB (3 x 512 KiB) and device KiB ($line)"
 done_testing

@@ -162,23 +162,6 @@ static void forge_auth(char *card)
         p[-1] = p[-1] == '0' ? '1' : '0';
 }
 
-/* Bytes of this process's mappings of the verbs device: the queues a
- * software provider (rxe) shares with the kernel. */
-static size_t uverbs_mapped(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[512];
-    unsigned long lo, hi;
-    size_t sum = 0;
-
-    while (f && fgets(line, sizeof(line), f))
-        if (strstr(line, "uverbs") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-            sum += hi - lo;
-    if (f)
-        fclose(f);
-    return sum;
-}
-
 /* Queues sized by the write window, not the ring (rdma_verbs_data.c):
  * once the rings grew to 64 KiB (256 frames of 256 B), each queue holds
  * fewer entries than the ring has frames, and the pipe's window is
@@ -190,9 +173,8 @@ static void rank_queues_check(node_t * nd)
     size_t frames = pp->rx.cfg.ring_size / pp->rx.cfg.chunk_size;
 
     conform_say(nd, "D rank %d: sq %u rq %u entries for a ring of %zu frames; window %u, "
-                "%llu window stalls; %zu KiB of device queues mapped (all QPs and CQs)",
-                nd->rank, vc->sq_depth, vc->rq_depth, frames, pp->tx.cfg.max_writes,
-                (unsigned long long) pp->stats.window_stalls, uverbs_mapped() >> 10);
+                "%llu window stalls", nd->rank, vc->sq_depth, vc->rq_depth, frames,
+                pp->tx.cfg.max_writes, (unsigned long long) pp->stats.window_stalls);
     if (vc->sq_depth >= frames || vc->rq_depth >= frames
         || pp->tx.cfg.max_writes != RDMA_VERBS_WINDOW)
         exit(1);
