@@ -88,10 +88,16 @@ static inline void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, in
     }
 }
 
-/* t is a peer tail ahead of the replica and not beyond what was sent. */
+/* Position t is after `after` and not beyond what was sent. */
+static inline int rb_tx_ahead(const rb_pipe_t * p, uint64_t after, uint64_t t)
+{
+    return (int64_t) (t - after) > 0 && (int64_t) (p->tx.head - t) >= 0;
+}
+
+/* t is a peer tail ahead of the replica (and sent). */
 static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
 {
-    return (int64_t) (t - p->tx.tail) > 0 && (int64_t) (p->tx.head - t) >= 0;
+    return rb_tx_ahead(p, p->tx.tail, t);
 }
 
 /* rb_pipe.c */

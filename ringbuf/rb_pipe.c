@@ -55,7 +55,7 @@ uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
 /* The peer credited t (tail word or piggyback): the window's rule. */
 void rb_tx_credit(rb_pipe_t * p, uint64_t t)
 {
-    if ((int64_t) (t - p->tx.credit) > 0 && (int64_t) (p->tx.head - t) >= 0)
+    if (rb_tx_ahead(p, p->tx.credit, t))
         p->tx.credit = t;
 }
 

@@ -359,6 +359,13 @@ rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p);
 void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p);
 rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token);
 void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq);
+
+/* vc's write window (rb_config_t.max_writes): completion-driven only;
+ * flag polling is bounded by its send queue (rdma_verbs_data.c). */
+static inline unsigned rdma_verbs_window(const rdma_verbs_conn_t * vc)
+{
+    return vc->completion ? RDMA_VERBS_WINDOW : 0;
+}
 rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                                      const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
                                      char *why, size_t len);

@@ -186,7 +186,7 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
                     rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->mtu, vc->sq_free,
-                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, RDMA_VERBS_WINDOW,
+                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, rdma_verbs_window(vc),
                     vc->xp->qp_timeout,
                     ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm,
                     vc->xp->fork_mode);
