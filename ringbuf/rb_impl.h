@@ -100,11 +100,17 @@ static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
     return rb_tx_ahead(p, p->tx.tail, t);
 }
 
+/* The peer credited t (tail word or piggyback): the window's rule. */
+static inline void rb_tx_credit(rb_pipe_t * p, uint64_t t)
+{
+    if (rb_tx_ahead(p, p->tx.credit, t))
+        p->tx.credit = t;
+}
+
 /* rb_pipe.c */
 int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
 int rb_tx_send(rb_pipe_t * p, int type, size_t len);
 uint64_t rb_tx_tail_seen(const rb_pipe_t * p);
-void rb_tx_credit(rb_pipe_t * p, uint64_t t);
 
 /* rb_grow.c: growing rings (rb_pipe.h) */
 void rb_grow_stalled(rb_pipe_t * p, int full);

@@ -52,27 +52,27 @@ uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
     return rb_tail_newer(p, t) ? t : p->tx.tail;
 }
 
-/* The peer credited t (tail word or piggyback): the window's rule. */
-void rb_tx_credit(rb_pipe_t * p, uint64_t t)
-{
-    if (rb_tx_ahead(p, p->tx.credit, t))
-        p->tx.credit = t;
-}
-
-/* Room in the write window (rb_pipe.h) for n more writes, after retiring
- * the credited ones; always with no window.  The credit word is read
- * relaxed: the window only bounds the peer's queue, it orders no data. */
-static int rb_tx_window(rb_pipe_t * p, unsigned n)
+/* rb_tx_window when the window looks full: retire the credited writes.
+ * The credit word is read relaxed: the window only bounds the peer's
+ * queue, it orders no data. */
+static int rb_tx_window_retire(rb_pipe_t * p, unsigned n)
 {
     unsigned w = p->tx.cfg.max_writes;
 
-    if (!w || p->tx.win_in - p->tx.win_out + n <= w)
-        return 1;
     rb_tx_credit(p, __atomic_load_n(p->tx.tail_word, __ATOMIC_RELAXED));
     while (p->tx.win_out != p->tx.win_in
            && (int64_t) (p->tx.credit - p->win_end[p->tx.win_out % RB_WRITES_MAX]) >= 0)
         p->tx.win_out++;
     return p->tx.win_in - p->tx.win_out + n <= w;
+}
+
+/* Room in the write window (rb_pipe.h) for n more writes; always with no
+ * window. */
+static inline int rb_tx_window(rb_pipe_t * p, unsigned n)
+{
+    unsigned w = p->tx.cfg.max_writes;
+
+    return !w || p->tx.win_in - p->tx.win_out + n <= w || rb_tx_window_retire(p, n);
 }
 
 static uint64_t rb_tx_room(const rb_pipe_t * p)
@@ -121,7 +121,8 @@ static int rb_tx_flush(rb_pipe_t * p)
 
 /* Complete the frame whose payload is in place at tx.head and publish it
  * in the stage; returns its ring offset.  Space was checked by the caller. */
-static size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
+static inline __attribute__ ((always_inline))
+size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint8_t *f = p->tx.stage + off;
@@ -223,19 +224,13 @@ static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, 
     return rc;
 }
 
-rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+/* rb_pipe_putv past the one-frame case: as many frames as fit. */
+static int rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size_t *nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
-    size_t total, done = 0;
+    size_t done = 0;
     int rc = RDMA_OK, win = 0;
 
-    if (!p || !nbytes || n < 0 || (n && !iov))
-        return RDMA_ERR_INVAL;
-    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
-        return rc;
-    total = rb_iov_total(iov, n);
-    if (rb_tx_one_fits(p, total))
-        return rb_tx_one(p, iov, n, total, nbytes);
     p->tx.tail = rb_tx_tail_seen(p);
     if (total)
         rc = rb_tx_rewind(p);
@@ -270,6 +265,32 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
         p->tx.wr_target = (double) p->tx.cfg.sched_c0;     /* the message is complete */
     *nbytes = done;
     return rc;
+}
+
+/* The iov (total bytes): one frame when it fits at once, else the loop. */
+static int rb_tx_put(rb_pipe_t * p, const struct iovec *iov, int n, size_t total, size_t *nbytes)
+{
+    return rb_tx_one_fits(p, total) ? rb_tx_one(p, iov, n, total, nbytes)
+        : rb_tx_putv(p, iov, total, nbytes);
+}
+
+rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
+{
+    size_t total;
+    int rc;
+
+    if (!p || !nbytes || n < 0 || (n && !iov))
+        return RDMA_ERR_INVAL;
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
+    total = rb_iov_total(iov, n);
+    return rb_tx_put(p, iov, n, total, nbytes);
+}
+
+rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
+                                size_t *nbytes)
+{
+    return p->pend ? rb_pipe_putv(p, iov, n, nbytes) : rb_tx_put(p, iov, n, total, nbytes);
 }
 
 size_t rb_pipe_user_max(const rb_pipe_t * p)

@@ -332,6 +332,12 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
  * accepted (0 when the ring is full).  Non-blocking. */
 rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
 
+/* The small-message path: rb_pipe_putv of an iov whose total the caller
+ * knows, for callers on the latency path (no argument checks).  One frame
+ * when it fits at once, else rb_pipe_putv. */
+rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
+                                size_t *nbytes);
+
 /* Bytes rb_pipe_put_user takes at most: RB_USER_SEGS full frames. */
 size_t rb_pipe_user_max(const rb_pipe_t * p);
 

@@ -5,13 +5,11 @@
 #include <string.h>
 #include "zc.h"
 
-enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE, ZC_TX_PART };
 enum { ZC_ENTRY_WAIT = 0, ZC_ENTRY_TAKEN, ZC_ENTRY_COPY, ZC_ENTRY_PART };  /* zc_tx_entry */
 /* FIN status: BUSY = refused for now (the receiver's registration limits):
  * the sender backs off (zc.h) instead of giving up for good. */
 enum { ZC_FIN_PULLED = 0, ZC_FIN_REFUSED = 1, ZC_FIN_BUSY = 2 };
 enum { ZC_IOV_MAX = 64 };
-enum { ZC_EAGER_IDLE = 0, ZC_EAGER_WAIT, ZC_EAGER_DONE };
 
 /* Wire formats (both ends share byte order: homogeneous jobs). */
 typedef struct zc_req {
@@ -81,12 +79,8 @@ void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void 
     z->ops = ops;
     z->ctx = ctx;
     z->pipe = pipe;
-}
-
-int zc_busy(const zc_conn_t * z)
-{
-    return z->rx.active || z->rx.fin_due || z->rx.push_wait || z->tx.pushed_due
-        || z->tx.state != ZC_TX_IDLE || z->eager.state != ZC_EAGER_IDLE;
+    z->put_small_max = cfg->eager_min && cfg->eager_min < cfg->threshold ? cfg->eager_min
+        : cfg->threshold;
 }
 
 /* Send the FIN or PUSHED that *due says is owed, if the ring has room. */

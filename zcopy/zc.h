@@ -127,6 +127,9 @@ typedef struct zc_stats {
     uint64_t zc_by_log2[ZC_LOG2_MAX], copy_by_log2[ZC_LOG2_MAX];
 } zc_stats_t;
 
+enum { ZC_TX_IDLE = 0, ZC_TX_WAIT, ZC_TX_DONE, ZC_TX_PART };
+enum { ZC_EAGER_IDLE = 0, ZC_EAGER_WAIT, ZC_EAGER_DONE };
+
 typedef struct zc_conn {
     zc_config_t cfg;
     const zc_ops_t *ops;        /* NULL: the transport has no zero-copy */
@@ -137,7 +140,7 @@ typedef struct zc_conn {
         size_t len;
         void *handle;
         uint32_t id;
-        int state;              /* ZC_TX_* (zc.c) */
+        int state;              /* ZC_TX_* */
         int pushed_due, pushed_status;  /* PUSHED still to send */
         size_t part;            /* FIN refused after this many bytes pulled */
     } tx;
@@ -145,7 +148,7 @@ typedef struct zc_conn {
         const void *addr;       /* the entry sent from user memory */
         size_t len;
         void *handle;
-        int state;              /* ZC_EAGER_* (zc.c) */
+        int state;              /* ZC_EAGER_* */
     } eager;
     struct {
         uint64_t raddr, key;
@@ -161,6 +164,7 @@ typedef struct zc_conn {
         int active, fin_due, fin_status, push_wait;
     } rx;
     const char *copy_end;       /* end of the entry the ring is copying */
+    size_t put_small_max;       /* zc_put_small: puts below this size */
     int refused;                /* the peer cannot pull: copy from now on */
     unsigned win_n, win_hits, backoff;
     zc_stats_t stats;
@@ -191,6 +195,28 @@ void zc_pulled(zc_conn_t * z, size_t bytes);
 void zc_sent(zc_conn_t * z);
 
 /* 1 while a pull is in flight or a FIN is still to be sent. */
-int zc_busy(const zc_conn_t * z);
+static inline int zc_busy(const zc_conn_t * z)
+{
+    return z->rx.active || z->rx.fin_due || z->rx.push_wait || z->tx.pushed_due
+        || z->tx.state != ZC_TX_IDLE || z->eager.state != ZC_EAGER_IDLE;
+}
+
+/* The small-message path: a put of `total` bytes, too small for a
+ * rendezvous or an eager send (put_small_max), on a connection with
+ * neither under way, is the pipe's alone (rb_pipe_put_small); else
+ * zc_putv. */
+static inline rdma_status_t zc_put_small(zc_conn_t * z, const struct iovec *iov, int n,
+                                         size_t total, size_t *nbytes)
+{
+    rdma_status_t rc;
+
+    if (total >= z->put_small_max || zc_busy(z))
+        return zc_putv(z, iov, n, nbytes);
+    *nbytes = 0;
+    rc = rb_pipe_put_small(z->pipe, iov, n, total, nbytes);
+    if (*nbytes == total)
+        z->copy_end = NULL;     /* as zc_putv: every copied entry is complete */
+    return rc;
+}
 
 #endif /* ZC_H_INCLUDED */

@@ -541,10 +541,27 @@ __attribute__ ((cold)) static rdma_status_t rdma_chan_idle_check(rdma_chan_t * c
     return RDMA_OK;
 }
 
+/* Transport k's progress failed with st (cold: off the poll path). */
+__attribute__ ((cold, noinline))
+static rdma_status_t rdma_chan_poll_fail(rdma_chan_t * ch, int k, rdma_status_t st)
+{
+    int i;
+
+    if (st != RDMA_ERR_PEER)
+        return rdma_say(ch->msg, sizeof(ch->msg), st, "%s", ch->xp[k].ops->error(ch->xp[k].xp));
+    /* the peer may tear down its side once the close protocol is done */
+    for (i = 0; i < ch->size + ch->ndyn; i++) {
+        rdma_link_t *l = rdma_chan_link_at(ch, i);
+        if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, l))
+            return rdma_chan_conn_error(ch, &l->xc, st);
+    }
+    return RDMA_OK;
+}
+
 rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
 {
     rdma_status_t st;
-    int i, k;
+    int k;
 
     if (ch->ring_idle_on && !(++ch->ring_polls & 4095)
         && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
@@ -552,21 +569,15 @@ rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
 
     for (k = 0; k < RDMA_XP_N; k++) {
         /* one serving no link yet has at most requests from outside the
-         * job: every 64th call, and before each sleep (rdma_chan_wait_arm) */
-        if (!ch->xp[k].xp || (!ch->links[k] && (++ch->xp[k].idle_polls & 63)))
+         * job, one whose progress carries no data (conn_only) connection
+         * requests: every 64th call, and before each sleep
+         * (rdma_chan_wait_arm) */
+        if (!ch->xp[k].xp || ((!ch->links[k] || ch->xp[k].ops->conn_only)
+                              && (++ch->xp[k].idle_polls & 63)))
             continue;
         st = ch->xp[k].ops->progress(ch->xp[k].xp);
-        if (st == RDMA_ERR_PEER) {
-            /* the peer may tear down its side once the close protocol is done */
-            for (i = 0; i < ch->size + ch->ndyn; i++) {
-                rdma_link_t *l = rdma_chan_link_at(ch, i);
-                if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, l))
-                    return rdma_chan_conn_error(ch, &l->xc, st);
-            }
-        } else if (st != RDMA_OK) {
-            return rdma_say(ch->msg, sizeof(ch->msg), st, "%s",
-                            ch->xp[k].ops->error(ch->xp[k].xp));
-        }
+        if (st != RDMA_OK && (st = rdma_chan_poll_fail(ch, k, st)) != RDMA_OK)
+            return st;
     }
     return RDMA_OK;
 }

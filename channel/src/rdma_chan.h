@@ -35,8 +35,9 @@ typedef struct rdma_chan_xport {
     rdma_xport_t *xp;           /* NULL: not opened (no peer needs it) */
     const char *key;            /* "shm", "ib" */
     rdma_chan_t *ch;
-    unsigned idle_polls;        /* polls while it serves no link (owner only):
-                                 * it is polled when this is 0 mod 64 */
+    unsigned idle_polls;        /* polls while it serves no link or is
+                                 * conn_only (owner only): it is polled when
+                                 * this is 0 mod 64 */
 } rdma_chan_xport_t;
 
 /* What the owner provides. */

@@ -55,12 +55,18 @@ void rdma_link_landed(rdma_conn_t * c, unsigned frames);
 void rdma_link_pulled(rdma_conn_t * c, size_t bytes);
 void rdma_link_sent(rdma_conn_t * c);
 
-/* Put/get up to the iov total (zc.h: large entries by rendezvous);
- * RDMA_OK or an rdma_status_t.  The link must be READY. */
+/* Put/get up to the iov total (zc.h: large entries by rendezvous, small
+ * puts by zc_put_small); RDMA_OK or an rdma_status_t.  The link must be
+ * READY. */
 static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n,
                                            size_t *nb)
 {
-    return zc_putv(&l->zc, iov, n, nb);
+    size_t total = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    return zc_put_small(&l->zc, iov, n, total, nb);
 }
 
 static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n,

@@ -180,6 +180,9 @@ typedef struct rdma_xport_counters {
 struct rdma_xport_ops {
     const char *name;
     int wire;                   /* frames cross a NIC: every byte on them costs */
+    int conn_only;              /* progress() only makes and ends connections
+                                 * (the owner polls the rings themselves):
+                                 * called every 64th poll and before a sleep */
     rdma_status_t (*open) (const rdma_xport_params_t * prm, rdma_xport_t ** xp,
                  char *card, size_t cardlen, char *err, size_t errlen);
     rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);

@@ -556,6 +556,7 @@ static int rdma_shm_describe(const rdma_conn_t * c, char *buf, size_t len)
 const rdma_xport_ops_t rdma_xport_shm = {
     .name = "shm",
     .wire = 0,
+    .conn_only = 1,
     .open = rdma_shm_open,
     .connect = rdma_shm_connect,
     .progress = rdma_shm_progress,

@@ -109,6 +109,8 @@ static int world_poll(void)
 static void test_assign(void)
 {
     static const int one_node[NR] = { 0, 0, 0 }, split[NR] = { 0, 0, 1 };
+    static rdma_xport_ops_t lazy;
+    unsigned long n;
     long us;
     int i;
 
@@ -144,6 +146,21 @@ static void test_assign(void)
     rdma_chan_wait_arm(&R[0].ch, 5000, 0, &us);
     rdma_chan_poll(&R[0].ch);
     ok(R[0].ch.xp[RDMA_XP_VERBS].xp->progress == 11, "... and by the poll before a sleep");
+    world_close();
+    lazy = fake_xport;
+    lazy.conn_only = 1;
+    ok(world_open(2, one_node, RDMA_TRANSPORT_AUTO) == 0 && R[0].ch.links[RDMA_XP_SHM] == 1,
+       "two processes on a node: one shm link each");
+    R[0].ch.xp[RDMA_XP_SHM].ops = &lazy;
+    n = R[0].ch.xp[RDMA_XP_SHM].xp->progress;
+    for (i = 0; i < 640; i++)
+        rdma_chan_poll(&R[0].ch);
+    ok(R[0].ch.xp[RDMA_XP_SHM].xp->progress - n == 10, "a conn_only transport serving links "
+       "is polled every 64th call (%lu of 640)", R[0].ch.xp[RDMA_XP_SHM].xp->progress - n);
+    rdma_chan_wait_arm(&R[0].ch, 5000, 0, &us);
+    rdma_chan_poll(&R[0].ch);
+    ok(R[0].ch.xp[RDMA_XP_SHM].xp->progress - n == 11, "... and by the poll before a sleep");
+    R[0].ch.xp[RDMA_XP_SHM].ops = &fake_xport;
     world_close();
     ok(world_open(1, one_node, RDMA_TRANSPORT_SHM) == 0 && !strncmp(R[0].card, "shm:fake0.0;host:", 17)
        && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL, "TRANSPORT=shm: no verbs for them");

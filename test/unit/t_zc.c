@@ -322,9 +322,12 @@ static void test_eager(void)
     FA.hold = 1;
     fill(hdr, 16, 4, 0);
     fill(body, 1000, 4, 16);
-    is_int(zc_putv(&FA.z, tv, 2, &nb), RDMA_OK, "eager from user memory: put ok");
+    is_int((int) FA.z.put_small_max, 128, "eager: puts below eager_min are small puts");
+    is_int(zc_put_small(&FA.z, tv, 2, 1016, &nb), RDMA_OK, "eager from user memory: put ok");
     ok(nb == 16 && A.user_writes == 1 && FA.holds == 1,
        "eager: one gathered write; only the header accepted (%zu)", nb);
+    is_int(zc_put_small(&FA.z, tv, 1, 16, &nb), RDMA_ERR_PROTO,
+           "eager: a small put meanwhile is checked by zc_putv too");
     zc_getv(&FB.z, &rv, 1, &nr);
     ok(nr == 1016 && !bad_bytes(out, 1016, 4, 0), "eager: the receiver has all 1016 bytes");
     zc_putv(&FA.z, tv + 1, 1, &nb);
