@@ -54,15 +54,6 @@ static inline uint32_t rb_seq_next(uint32_t seq)
     return seq + 1 ? seq + 1 : 1;
 }
 
-static inline size_t rb_iov_total(const struct iovec *iov, int n)
-{
-    size_t t = 0;
-
-    while (n-- > 0)
-        t += iov[n].iov_len;
-    return t;
-}
-
 /* Move len bytes between buf and the iov at c (to_buf: iov -> buf).  The
  * caller guarantees that the iov holds len more bytes. */
 static inline void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, int to_buf)

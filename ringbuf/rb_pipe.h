@@ -327,6 +327,16 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
                            void *ctx, void *stage, volatile uint64_t * tail_word,
                            volatile void *ring, volatile uint64_t * head_word);
 
+/* Bytes in iov[0..n). */
+static inline size_t rb_iov_total(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    while (n-- > 0)
+        t += iov[n].iov_len;
+    return t;
+}
+
 /* Copy up to the iov total into as many frames as fit (each at most
  * max_frame), write each frame as soon as it is copied.  *nbytes = bytes
  * accepted (0 when the ring is full).  Non-blocking. */

@@ -33,15 +33,6 @@ static size_t zc_min(size_t a, size_t b)
     return a < b ? a : b;
 }
 
-static size_t zc_iov_total(const struct iovec *iov, int n)
-{
-    size_t t = 0;
-
-    while (n-- > 0)
-        t += iov[n].iov_len;
-    return t;
-}
-
 /* dst = iov minus its first skip bytes, at most cap bytes and max entries. */
 static int zc_iov_view(const struct iovec *iov, int n, size_t skip, size_t cap,
                        struct iovec *dst, int max)
@@ -422,7 +413,7 @@ static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
 static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *got)
 {
     struct iovec dst[ZC_IOV_MAX];
-    size_t avail = zc_iov_total(iov, n), busy, want, posted = 0;
+    size_t avail = rb_iov_total(iov, n), busy, want, posted = 0;
     int m, rc;
 
     if (z->rx.pushed && z->rx.done == z->rx.split_at) {
@@ -443,7 +434,7 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
         return RDMA_OK;
     m = zc_iov_view(iov, n, busy, want, dst, ZC_IOV_MAX);
     rc = z->ops->pull(z->ctx, dst, m, z->rx.raddr + z->rx.posted, z->rx.key,
-                      zc_iov_total(dst, m), &posted);
+                      rb_iov_total(dst, m), &posted);
     /* refused, or not now (verbs: the next window cannot be pinned under
      * the limits): once nothing is in flight and the caller has every
      * pulled byte, the rest comes through the ring (FIN says from where) */

@@ -61,12 +61,7 @@ void rdma_link_sent(rdma_conn_t * c);
 static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *iov, int n,
                                            size_t *nb)
 {
-    size_t total = 0;
-    int i;
-
-    for (i = 0; i < n; i++)
-        total += iov[i].iov_len;
-    return zc_put_small(&l->zc, iov, n, total, nb);
+    return zc_put_small(&l->zc, iov, n, rb_iov_total(iov, n), nb);
 }
 
 static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n,
