@@ -332,6 +332,8 @@ static inline size_t rb_iov_total(const struct iovec *iov, int n)
 {
     size_t t = 0;
 
+    if (n == 1)                 /* the common header alone */
+        return iov->iov_len;
     while (n-- > 0)
         t += iov[n].iov_len;
     return t;

@@ -38,7 +38,8 @@ static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
 }
 
 /* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
-static int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
+static inline __attribute__ ((always_inline))
+int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail);
     volatile uint8_t *fr = p->rx.ring + off;
@@ -131,15 +132,13 @@ static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
     return RDMA_OK;
 }
 
-/* rb_rx_parse, with the internal frames (PAD, MOVE, SWITCH) acted on and
- * released on the way: never shown.  Grow work owed goes first. */
-static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
+/* The internal frame (PAD, MOVE, SWITCH) rb_rx_parse found at rx.tail,
+ * and those after it, acted on and released; the next other frame parsed. */
+static __attribute__ ((noinline)) int rb_rx_internal(rb_pipe_t * p, rb_frame_t * f)
 {
-    int rc;
+    int rc = 1;
 
-    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
-        return rc;
-    while ((rc = rb_rx_parse(p, f)) == 1 && f->type >= RB_FRAME_MOVE) {
+    while (rc == 1 && f->type >= RB_FRAME_MOVE) {
         volatile uint8_t *old = p->rx.ring;
 
         if (f->type == RB_FRAME_MOVE && (rc = rb_grow_moved(p, f)) != RDMA_OK)
@@ -150,8 +149,22 @@ static int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
             rb_grow_switched(p, old);
         if (f->type == RB_FRAME_MOVE && (rc = rb_grow_step(p)) != RDMA_OK)
             return rc;  /* switch at once: the sender may be idle */
+        rc = rb_rx_parse(p, f);
     }
     return rc;
+}
+
+/* rb_rx_parse, with the internal frames acted on and released on the way:
+ * never shown.  Grow work owed goes first. */
+static inline __attribute__ ((always_inline))
+int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
+{
+    int rc;
+
+    if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
+        return rc;
+    rc = rb_rx_parse(p, f);
+    return rc == 1 && f->type >= RB_FRAME_MOVE ? rb_rx_internal(p, f) : rc;
 }
 
 static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
@@ -187,19 +200,21 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     return rc < 0 ? rc : RDMA_OK;
 }
 
+/* Parsed in place into rx.seen: its span is set only by a parse that
+ * found a frame (rb_rx_parse), and cleared by the frame's release. */
 rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
-    rb_frame_t f;
+    rb_frame_t *f;
     int rc;
 
     if (!p || !type || !buf || !len)
         return RDMA_ERR_INVAL;
-    rc = rb_rx_poll(p, &f);
+    f = &p->rx.seen;
+    rc = rb_rx_poll(p, f);
     if (rc == 1) {
-        p->rx.seen = f;
-        *type = f.type;
-        *buf = f.payload + p->rx.off;
-        *len = f.len - p->rx.off;
+        *type = f->type;
+        *buf = f->payload + p->rx.off;
+        *len = f->len - p->rx.off;
     }
     return rc;
 }
@@ -208,16 +223,16 @@ rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * 
  * again. */
 rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
 {
-    rb_frame_t f;
+    rb_frame_t *f;
     int rc;
 
     if (!p)
         return RDMA_ERR_INVAL;
-    f = p->rx.seen;
-    rc = f.span ? 1 : rb_rx_poll(p, &f);
+    f = &p->rx.seen;
+    rc = f->span ? 1 : rb_rx_poll(p, f);
     if (rc < 0)
         return rc;
-    return rc == 0 || n > f.len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, &f, n);
+    return rc == 0 || n > f->len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, f, n);
 }
 
 void rb_pipe_landed(rb_pipe_t * p, unsigned frames)

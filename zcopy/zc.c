@@ -513,23 +513,6 @@ static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *n
     return rc;
 }
 
-int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
-{
-    int type, rc;
-
-    if (z->rx.active || z->rx.fin_due || z->tx.pushed_due)
-        return -1;
-    if (!rb_pipe_rx_maybe(z->pipe))
-        return 0;
-    rc = rb_pipe_peek(z->pipe, &type, buf, len);
-    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
-}
-
-rdma_status_t zc_consume(zc_conn_t * z, size_t n)
-{
-    return rb_pipe_consume(z->pipe, n);
-}
-
 /* The idle poll returns at once: no rendezvous pending, nothing landed. */
 rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {

@@ -179,15 +179,6 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
 /* rb_pipe_getv that serves REQs and consumes FINs. */
 rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
 
-/* Receive fast path: a view of the current DATA frame's unread bytes, valid
- * until zc_consume.  1: *buf, *len set; 0: nothing has arrived; -1: use
- * zc_getv (a rendezvous or control message is under way, or the next frame
- * is not DATA; an error shows there too). */
-int zc_peek(zc_conn_t * z, const void **buf, size_t *len);
-
-/* Mark n bytes of the zc_peek view read (n <= len). */
-rdma_status_t zc_consume(zc_conn_t * z, size_t n);
-
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);
 
@@ -199,6 +190,28 @@ static inline int zc_busy(const zc_conn_t * z)
 {
     return z->rx.active || z->rx.fin_due || z->rx.push_wait || z->tx.pushed_due
         || z->tx.state != ZC_TX_IDLE || z->eager.state != ZC_EAGER_IDLE;
+}
+
+/* Receive fast path: a view of the current DATA frame's unread bytes, valid
+ * until zc_consume.  1: *buf, *len set; 0: nothing has arrived; -1: use
+ * zc_getv (a rendezvous or control message is under way, or the next frame
+ * is not DATA; an error shows there too). */
+static inline int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
+{
+    int type, rc;
+
+    if (z->rx.active || z->rx.fin_due || z->tx.pushed_due)
+        return -1;
+    if (!rb_pipe_rx_maybe(z->pipe))
+        return 0;
+    rc = rb_pipe_peek(z->pipe, &type, buf, len);
+    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
+}
+
+/* Mark n bytes of the zc_peek view read (n <= len). */
+static inline rdma_status_t zc_consume(zc_conn_t * z, size_t n)
+{
+    return rb_pipe_consume(z->pipe, n);
 }
 
 /* The small-message path: a put of `total` bytes, too small for a

@@ -19,8 +19,15 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_finalize(void);
 int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
-int MPIDI_CH3I_RDMA_read_view(MPIDI_VC_t * vc, const void **buf, size_t * len);
 int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n);
+
+/* Receive fast path: *buf, *len view what vc's peer has put, where it
+ * lies, until MPIDI_CH3I_RDMA_read_done; returns 1, 0 (nothing arrived) or
+ * -1 (use read_datav).  Inline: the progress engine's idle poll. */
+static inline int MPIDI_CH3I_RDMA_read_view(MPIDI_VC_t * vc, const void **buf, size_t * len)
+{
+    return rdma_chan_peek(&vc->ch.conn, buf, len);
+}
 
 /* Connection management under the interface (rdma_channel.c). */
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);

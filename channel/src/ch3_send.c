@@ -86,32 +86,82 @@ static int req_sent(MPIDI_VC_t * vc, MPIR_Request * sreq, int *complete)
     return fn(vc, sreq, complete);
 }
 
-/* Send iov[0..n) on vc for sreq (NULL: iStartMsg, create one only if
- * needed).  *sreq_out is the request left queued, or NULL. */
-static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n,
-                     MPIR_Request ** sreq_out)
+/* Queue the unsent rest of iov (nb bytes sent) in sreq, or in a new
+ * request returned in *sreq_out (sreq NULL: iStartMsg's). */
+static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *iov, int n,
+                      size_t nb, int hdr, MPIR_Request ** sreq_out)
 {
-    int mpi_errno = MPI_SUCCESS, complete, hdr = TRUE;
-    size_t nb = 0, total = 0;
-    int i;
+    int mpi_errno = MPI_SUCCESS;
 
-    /* the header's length on the wire depends on the link's transport,
-     * which a VC of another process group learns when it first connects */
+    if (sreq == NULL) {
+        sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
+        MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        MPIR_Object_set_ref(sreq, 2);
+        sreq->dev.OnDataAvail = NULL;
+        *sreq_out = sreq;
+    }
+    req_save_iov(sreq, iov, n, nb, hdr);
+    sendq_enqueue(&vc->ch, sreq);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* Connect vc if needed (the header's length on the wire depends on the
+ * link's transport, which a VC of another process group learns when it
+ * first connects), set that length in iov[0]; *total: the iov's bytes. */
+static inline int send_prepare(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * total)
+{
+    int mpi_errno = MPI_SUCCESS, i;
+
     if (unlikely(vc->ch.conn.xc.state != RDMA_CONN_READY)
         && (mpi_errno = MPIDI_CH3I_RDMA_connect(vc)) != MPI_SUCCESS)
-        MPIR_ERR_POP(mpi_errno);
+        return mpi_errno;
     iov[0].iov_len = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
-    for (i = 0; i < n; i++)
-        total += iov[i].iov_len;
-    *sreq_out = NULL;
+    for (i = 0, *total = 0; i < n; i++)
+        *total += iov[i].iov_len;
+    return mpi_errno;
+}
 
+/* iStartMsg(v): one put when nothing is queued; a request (*sreq_out) only
+ * for what the pipe does not take. */
+static inline __attribute__ ((always_inline))
+int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_out)
+{
+    size_t nb = 0, total;
+    int mpi_errno;
+
+    *sreq_out = NULL;
+    mpi_errno = send_prepare(vc, iov, n, &total);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (likely(vc->ch.sendq_head == NULL)) {
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, iov, n, &nb);
+        MPIR_ERR_CHECK(mpi_errno);
+        if (nb == total)
+            goto fn_exit;
+    }
+    mpi_errno = send_queue(vc, NULL, iov, n, nb, TRUE, sreq_out);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* iSend(v): send iov for sreq, running its completion action each time
+ * its iov is in the pipe; the rest stays queued in sreq. */
+static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n)
+{
+    int mpi_errno, complete, hdr = TRUE, i;
+    size_t nb = 0, total;
+
+    mpi_errno = send_prepare(vc, iov, n, &total);
+    MPIR_ERR_CHECK(mpi_errno);
     while (vc->ch.sendq_head == NULL) {
         mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb < total)
             break;
-        if (sreq == NULL)
-            goto fn_exit;
         mpi_errno = req_sent(vc, sreq, &complete);
         MPIR_ERR_CHECK(mpi_errno);
         if (complete)
@@ -124,17 +174,7 @@ static int rdma_send(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
             total += iov[i].iov_len;
         nb = 0;
     }
-
-    if (sreq == NULL) {
-        sreq = MPIR_Request_create(MPIR_REQUEST_KIND__SEND);
-        MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        MPIR_Object_set_ref(sreq, 2);
-        sreq->dev.OnDataAvail = NULL;
-        *sreq_out = sreq;
-    }
-    req_save_iov(sreq, iov, n, nb, hdr);
-    sendq_enqueue(&vc->ch, sreq);
-
+    mpi_errno = send_queue(vc, sreq, iov, n, nb, hdr, NULL);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -145,27 +185,24 @@ int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Reques
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
 
-    return rdma_send(vc, NULL, &iov, 1, sreq_ptr);
+    return start_msg(vc, &iov, 1, sreq_ptr);
 }
 
 int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
 {
-    return rdma_send(vc, NULL, iov, n_iov, sreq_ptr);
+    return start_msg(vc, iov, n_iov, sreq_ptr);
 }
 
 int MPIDI_CH3_iSend(MPIDI_VC_t * vc, MPIR_Request * sreq, void *pkt, intptr_t pkt_sz)
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
-    MPIR_Request *queued;
 
-    return rdma_send(vc, sreq, &iov, 1, &queued);
+    return send_req(vc, sreq, &iov, 1);
 }
 
 int MPIDI_CH3_iSendv(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n_iov)
 {
-    MPIR_Request *queued;
-
-    return rdma_send(vc, sreq, iov, n_iov, &queued);
+    return send_req(vc, sreq, iov, n_iov);
 }
 
 /* Drain vc's send queue as far as the pipe allows. */

@@ -25,7 +25,7 @@ void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
     ch->owner = *owner;
     rdma_thread_init(&ch->thread);
     for (k = 0; k < RDMA_XP_N; k++)
-        ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch, 0 };
+        ch->xp[k] = (rdma_chan_xport_t) { ops[k], NULL, rdma_chan_keys[k], ch };
 }
 
 rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node)
@@ -221,6 +221,20 @@ static int rdma_chan_opens(const rdma_chan_t * ch, int k)
     return t != RDMA_TRANSPORT_SHM ? 2 : 0;
 }
 
+/* A transport serving no link yet has at most requests from outside the
+ * job, one whose progress carries no data (conn_only) connection
+ * requests: those are polled every 64th call, and before each sleep
+ * (rdma_chan_wait_arm), the others on every call. */
+static void rdma_chan_poll_plan(rdma_chan_t * ch)
+{
+    int k;
+
+    ch->poll_every = 0;
+    for (k = 0; k < RDMA_XP_N; k++)
+        if (ch->xp[k].xp && ch->links[k] && !ch->xp[k].ops->conn_only)
+            ch->poll_every |= 1u << k;
+}
+
 rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
 {
     int i, k, opens;
@@ -250,6 +264,7 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
         ch->ring_idle_on |= ch->cfg.ring_idle > 0
             && ch->cfg.link[k].ring.ring_max > ch->cfg.link[k].ring.ring_size;
     }
+    rdma_chan_poll_plan(ch);
     for (i = 0; i < ch->size; i++) {
         rdma_link_t *l = rdma_chan_link_at(ch, i);
         for (k = 0; l && k < RDMA_XP_N; k++)
@@ -364,6 +379,7 @@ static void rdma_chan_dyn_serve(rdma_chan_t * ch, rdma_link_t * l, int k)
     l->xc.ops = ch->xp[k].ops;
     l->xc.xport = ch->xp[k].xp;
     ch->links[k]++;
+    rdma_chan_poll_plan(ch);
 }
 
 /* Does the card hold an address of transport k, opened here? */
@@ -458,6 +474,7 @@ void rdma_chan_dyn_del(rdma_chan_t * ch, rdma_link_t * l)
         l->xc.ops->close(l->xc.xport, &l->xc);
     for (k = 0; k < RDMA_XP_N; k++)
         ch->links[k] -= l->xc.ops == ch->xp[k].ops;
+    rdma_chan_poll_plan(ch);
     free(d->card);
     free(d->hello);
     memset(d, 0, sizeof(*d));
@@ -558,22 +575,15 @@ static rdma_status_t rdma_chan_poll_fail(rdma_chan_t * ch, int k, rdma_status_t 
     return RDMA_OK;
 }
 
-rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
+rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
 {
     rdma_status_t st;
     int k;
 
-    if (ch->ring_idle_on && !(++ch->ring_polls & 4095)
-        && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
+    if (ch->ring_idle_on && !(n & 4095) && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
         return st;
-
     for (k = 0; k < RDMA_XP_N; k++) {
-        /* one serving no link yet has at most requests from outside the
-         * job, one whose progress carries no data (conn_only) connection
-         * requests: every 64th call, and before each sleep
-         * (rdma_chan_wait_arm) */
-        if (!ch->xp[k].xp || ((!ch->links[k] || ch->xp[k].ops->conn_only)
-                              && (++ch->xp[k].idle_polls & 63)))
+        if (!ch->xp[k].xp || (!(ch->poll_every >> k & 1) && (n & 63)))
             continue;
         st = ch->xp[k].ops->progress(ch->xp[k].xp);
         if (st != RDMA_OK && (st = rdma_chan_poll_fail(ch, k, st)) != RDMA_OK)

@@ -35,9 +35,6 @@ typedef struct rdma_chan_xport {
     rdma_xport_t *xp;           /* NULL: not opened (no peer needs it) */
     const char *key;            /* "shm", "ib" */
     rdma_chan_t *ch;
-    unsigned idle_polls;        /* polls while it serves no link or is
-                                 * conn_only (owner only): it is polled when
-                                 * this is 0 mod 64 */
 } rdma_chan_xport_t;
 
 /* What the owner provides. */
@@ -79,9 +76,14 @@ struct rdma_chan {
      * thread runs bg_run and conn_of, which never read them) */
     int links[RDMA_XP_N];       /* links each transport serves */
     /* idle rings (rdma_chan_idle_check): an open transport's rings can
-     * grow and RING_IDLE is set; polls since the last look at the clock */
+     * grow and RING_IDLE is set */
     int ring_idle_on;
-    unsigned ring_polls;
+    /* rdma_chan_poll (owner only): the transports polled on every call
+     * (bit k: open, serving links, progress carries data; set by
+     * rdma_chan_poll_plan whenever links[] changes), and the calls so far:
+     * the others are polled when it is 0 mod 64, the clock read for idle
+     * rings when 0 mod 4096 */
+    unsigned poll_every, polls;
     rdma_chan_dyn_t *dyn;       /* [ndyn] */
     int ndyn;
     char host[72];              /* host:<name> in the card: who shares shm */
@@ -146,9 +148,18 @@ void rdma_chan_dyn_del(rdma_chan_t * ch, rdma_link_t * l);
 /* Start connecting l (a no-op once connecting or READY). */
 rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);
 
-/* Progress every transport; a peer failure is an error only while the
- * owner still uses that link (owner.in_use). */
-rdma_status_t rdma_chan_poll(rdma_chan_t * ch);
+/* rdma_chan_poll's call n when it polls a transport. */
+rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n);
+
+/* Progress the transports (poll_every on each call, the others every 64th);
+ * a peer failure is an error only while the owner still uses that link
+ * (owner.in_use). */
+static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
+{
+    unsigned n = ++ch->polls;
+
+    return ch->poll_every || !(n & 63) ? rdma_chan_poll_due(ch, n) : RDMA_OK;
+}
 
 /* Out of line: connect first, or say why a put/get failed. */
 rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,

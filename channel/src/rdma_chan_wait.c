@@ -24,11 +24,9 @@ __attribute__ ((cold)) int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long ov
 {
     int shm = ch->links[RDMA_XP_SHM] > 0, verbs = ch->links[RDMA_XP_VERBS] > 0;
     int k = shm ? RDMA_XP_SHM : verbs && over >= RDMA_BLOCK_SHORT ? RDMA_XP_VERBS : -1;
-    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp), i;
+    int armed = k >= 0 && ch->xp[k].ops->wait_arm(ch->xp[k].xp);
 
-    for (i = 0; i < RDMA_XP_N; i++)     /* the poll before the sleep reaches all */
-        ch->xp[i].idle_polls |= 63;
-    ch->ring_polls |= 4095;
+    ch->polls |= 4095;          /* the poll before the sleep reaches all */
 
     *us = armed && !(shm && verbs) ? (threaded ? 1000 : 20000) : over < RDMA_BLOCK_SHORT ? 50
         : 500;

@@ -453,14 +453,6 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
     return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
 }
 
-/* Receive fast path: *buf, *len view what vc's peer has put, where it
- * lies, until MPIDI_CH3I_RDMA_read_done; returns 1, 0 (nothing arrived) or
- * -1 (use read_datav). */
-int MPIDI_CH3I_RDMA_read_view(MPIDI_VC_t * vc, const void **buf, size_t * len)
-{
-    return rdma_chan_peek(&vc->ch.conn, buf, len);
-}
-
 int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
 {
     rdma_status_t st = rdma_chan_consume(&rdma_chan, &vc->ch.conn, n);
@@ -477,7 +469,9 @@ int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc)
 
 int MPIDI_CH3I_RDMA_poll_transports(void)
 {
-    return rdma_mpi_errno(rdma_chan_poll(&rdma_chan), RDMA_AT_RUN);
+    rdma_status_t st = rdma_chan_poll(&rdma_chan);
+
+    return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
 }
 
 /* Idle for `over` polls past the spin phase: arm the transport that can

@@ -62,10 +62,12 @@ static rdma_chan_config_t t_config(rdma_transport_choice_t t)
     return cfg;
 }
 
+/* The transports world_open gives the ranks. */
+static const rdma_xport_ops_t *world_ops[RDMA_XP_N] = { &fake_xport, &fake_xport2 };
+
 /* n ranks on the nodes given; every rank assigned and opened. */
 static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
-    static const rdma_xport_ops_t *const ops[RDMA_XP_N] = { &fake_xport, &fake_xport2 };
     rdma_chan_config_t cfg = t_config(t);
     rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_in_use, NULL, NULL, NULL };
     int r, i;
@@ -76,7 +78,7 @@ static int world_open(int n, const int *node, rdma_transport_choice_t t)
         own.arg = &R[r];
         for (i = 0; i < n; i++)
             R[r].in_use[i] = 1;
-        rdma_chan_init(&R[r].ch, &cfg, ops, r, n, "t_chan", &own);
+        rdma_chan_init(&R[r].ch, &cfg, world_ops, r, n, "t_chan", &own);
         if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK ||
             rdma_chan_open(&R[r].ch, R[r].card, sizeof(R[r].card)) != RDMA_OK) {
             diag("rank %d: %s", r, R[r].ch.msg);
@@ -149,9 +151,9 @@ static void test_assign(void)
     world_close();
     lazy = fake_xport;
     lazy.conn_only = 1;
+    world_ops[RDMA_XP_SHM] = &lazy;
     ok(world_open(2, one_node, RDMA_TRANSPORT_AUTO) == 0 && R[0].ch.links[RDMA_XP_SHM] == 1,
        "two processes on a node: one shm link each");
-    R[0].ch.xp[RDMA_XP_SHM].ops = &lazy;
     n = R[0].ch.xp[RDMA_XP_SHM].xp->progress;
     for (i = 0; i < 640; i++)
         rdma_chan_poll(&R[0].ch);
@@ -160,8 +162,8 @@ static void test_assign(void)
     rdma_chan_wait_arm(&R[0].ch, 5000, 0, &us);
     rdma_chan_poll(&R[0].ch);
     ok(R[0].ch.xp[RDMA_XP_SHM].xp->progress - n == 11, "... and by the poll before a sleep");
-    R[0].ch.xp[RDMA_XP_SHM].ops = &fake_xport;
     world_close();
+    world_ops[RDMA_XP_SHM] = &fake_xport;
     ok(world_open(1, one_node, RDMA_TRANSPORT_SHM) == 0 && !strncmp(R[0].card, "shm:fake0.0;host:", 17)
        && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL, "TRANSPORT=shm: no verbs for them");
     world_close();
@@ -170,6 +172,16 @@ static void test_assign(void)
        && R[0].ch.xp[RDMA_XP_VERBS].xp == NULL, "verbs that cannot open is no error there: card %s",
        R[0].card);
     world_close();
+}
+
+/* How many of `calls` polls of rank r's channel reached transport k. */
+static unsigned long polls_reaching(int r, int k, int calls)
+{
+    unsigned long n = R[r].ch.xp[k].xp->progress;
+
+    while (calls-- > 0)
+        rdma_chan_poll(&R[r].ch);
+    return R[r].ch.xp[k].xp->progress - n;
 }
 
 /* Links to processes outside the job: ids from the job size up, shm on
@@ -191,11 +203,14 @@ static void test_dyn(void)
        "processes outside the job on this host: shm, ids 2 and 3 (job of 2)");
     ok(rdma_chan_dyn_add(ch, &c, "shm:fake0.9;ib:fake1.9;host:elsewhere", "me") == RDMA_OK
        && c.xc.ops == &fake_xport2 && c.xc.peer == 4, "one on another host: verbs");
+    ok(polls_reaching(0, RDMA_XP_VERBS, 640) == 640 && polls_reaching(0, RDMA_XP_SHM, 640) == 640,
+       "transports carrying data are polled on every call, verbs once it serves a link");
     ok(rdma_chan_dyn_add(ch, &d, "shm:fake0.9;host:elsewhere", "me") == RDMA_ERR_INVAL
        && strstr(ch->msg, "on elsewhere") && strstr(ch->msg, "no verbs address"),
        "one on another host without a verbs address is refused: %s", ch->msg);
     rdma_chan_dyn_del(ch, &a);
     rdma_chan_dyn_del(ch, &c);
+    ok(polls_reaching(0, RDMA_XP_VERBS, 640) == 10, "verbs, its link gone, every 64th call again");
     ok(rdma_chan_dyn_add(ch, &c, card, "me") == RDMA_OK && c.xc.peer == 2 && a.xc.hello == NULL,
        "a freed id is given again");
     world_close();
