@@ -200,8 +200,8 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     return rc < 0 ? rc : RDMA_OK;
 }
 
-/* Parsed in place into rx.seen: its span is set only by a parse that
- * found a frame (rb_rx_parse), and cleared by the frame's release. */
+/* Parsed in place into rx.seen, which rb_pipe_consume reuses while its
+ * span is set (until the frame's release clears it). */
 rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
     rb_frame_t *f;
