@@ -108,19 +108,28 @@ static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *
     goto fn_exit;
 }
 
+/* Bytes in iov[0..n). */
+static inline size_t iov_bytes(const struct iovec *iov, int n)
+{
+    size_t t = 0;
+
+    while (n-- > 0)
+        t += iov[n].iov_len;
+    return t;
+}
+
 /* Connect vc if needed (the header's length on the wire depends on the
  * link's transport, which a VC of another process group learns when it
  * first connects), set that length in iov[0]; *total: the iov's bytes. */
 static inline int send_prepare(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * total)
 {
-    int mpi_errno = MPI_SUCCESS, i;
+    int mpi_errno = MPI_SUCCESS;
 
     if (unlikely(vc->ch.conn.xc.state != RDMA_CONN_READY)
         && (mpi_errno = MPIDI_CH3I_RDMA_connect(vc)) != MPI_SUCCESS)
         return mpi_errno;
     iov[0].iov_len = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
-    for (i = 0, *total = 0; i < n; i++)
-        *total += iov[i].iov_len;
+    *total = iov_bytes(iov, n);
     return mpi_errno;
 }
 
@@ -152,7 +161,7 @@ int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_ou
  * its iov is in the pipe; the rest stays queued in sreq. */
 static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n)
 {
-    int mpi_errno, complete, hdr = TRUE, i;
+    int mpi_errno, complete, hdr = TRUE;
     size_t nb = 0, total;
 
     mpi_errno = send_prepare(vc, iov, n, &total);
@@ -170,8 +179,7 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
         hdr = FALSE;
         iov = sreq->dev.iov;
         n = sreq->dev.iov_count;
-        for (i = 0, total = 0; i < n; i++)
-            total += iov[i].iov_len;
+        total = iov_bytes(iov, n);
         nb = 0;
     }
     mpi_errno = send_queue(vc, sreq, iov, n, nb, hdr, NULL);
