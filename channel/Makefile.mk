@@ -21,6 +21,7 @@ noinst_HEADERS += \
     $(rdma_dir)/src/rdma_thread.h \
     $(rdma_dir)/ringbuf/rb_pipe.h \
     $(rdma_dir)/ringbuf/rb_impl.h \
+    $(rdma_dir)/ringbuf/rb_frame.h \
     $(rdma_dir)/zcopy/zc.h \
     $(rdma_dir)/zcopy/rcache.h \
     $(rdma_dir)/zcopy/memev.h \

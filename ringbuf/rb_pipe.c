@@ -1,10 +1,10 @@
 /*
  * rb_pipe.c: one connection's ring-buffer pipes, set-up and send side (the
- * receive side is rb_rx.c).  Design, frame layout and rules are in
- * rb_pipe.h; the memory-ordering rules (GCC __atomic builtins) are noted at
- * the loads and stores that carry them: rb_tx_frame (release of the head
- * flag) and rb_tx_tail_seen (acquire of the credit) here, rb_rx_parse and
- * rb_rx_release in rb_rx.c.
+ * receive side is rb_rx.c, the frame rules both use rb_frame.h).  Design,
+ * frame layout and rules are in rb_pipe.h; the memory-ordering rules (GCC
+ * __atomic builtins) are noted at the loads and stores that carry them:
+ * rb_tx_tail_seen (acquire of the credit) here, rb_tx_frame (release of
+ * the head flag) and rb_rx_release in rb_frame.h, rb_rx_parse in rb_rx.c.
  */
 #include <string.h>
 #include "rb_impl.h"
@@ -38,24 +38,16 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     p->rx.seq = 1;
     p->tail_flag = !cfg->flag_publishes && !cfg->completion_driven;
     p->ovh = p->tail_flag ? RB_FRAME_OVERHEAD : RB_HDR;
+    p->express = cfg->flag_publishes && !cfg->completion_driven && !basic;
     return RDMA_OK;
 }
 
 /* ---- send side ---- */
 
-/* The newest peer tail known: replica or credit word (acquire: the peer
- * cleared its chunk-start words before storing it). */
-uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
-{
-    uint64_t t = __atomic_load_n(p->tx.tail_word, __ATOMIC_ACQUIRE);
-
-    return rb_tail_newer(p, t) ? t : p->tx.tail;
-}
-
 /* rb_tx_window when the window looks full: retire the credited writes.
  * The credit word is read relaxed: the window only bounds the peer's
  * queue, it orders no data. */
-static int rb_tx_window_retire(rb_pipe_t * p, unsigned n)
+int rb_tx_window_retire(rb_pipe_t * p, unsigned n)
 {
     unsigned w = p->tx.cfg.max_writes;
 
@@ -66,43 +58,13 @@ static int rb_tx_window_retire(rb_pipe_t * p, unsigned n)
     return p->tx.win_in - p->tx.win_out + n <= w;
 }
 
-/* Room in the write window (rb_pipe.h) for n more writes; always with no
- * window. */
-static inline int rb_tx_window(rb_pipe_t * p, unsigned n)
+/* The newest peer tail known: replica or credit word (acquire: the peer
+ * cleared its chunk-start words before storing it). */
+uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
 {
-    unsigned w = p->tx.cfg.max_writes;
+    uint64_t t = __atomic_load_n(p->tx.tail_word, __ATOMIC_ACQUIRE);
 
-    return !w || p->tx.win_in - p->tx.win_out + n <= w || rb_tx_window_retire(p, n);
-}
-
-static uint64_t rb_tx_room(const rb_pipe_t * p)
-{
-    return p->tx.cfg.ring_size - (p->tx.head - p->tx.tail);
-}
-
-/* Payload area of the next frame, its last partial word zeroed (pad8). */
-static uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
-{
-    uint8_t *d = p->tx.stage + rb_ring_off(&p->tx.cfg, p->tx.head) + RB_HDR;
-
-    if (len & 7)
-        *(uint64_t *) (d + (len & ~(size_t) 7)) = 0;
-    return d;
-}
-
-/* One transport write of len ring bytes at off holding `frames` frames,
- * u non-NULL: their payload parts from user memory (then, in basic mode,
- * the head). */
-static int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames, const rb_user_t * u)
-{
-    p->stats.writes_tx++;
-    if (p->tx.cfg.max_writes)   /* it ends at tx.head: frames are built first */
-        p->win_end[p->tx.win_in++ % RB_WRITES_MAX] = p->tx.head;
-    if ((u ? p->ops->write_user(p->ctx, off, len, frames, u)
-         : p->ops->write(p->ctx, off, len, frames))
-        || (p->tx.cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
-        return RDMA_ERR_XPORT;
-    return RDMA_OK;
+    return rb_tail_newer(p, t) ? t : p->tx.tail;
 }
 
 /* Write the frames built since the last flush with one transport write,
@@ -117,45 +79,6 @@ static int rb_tx_flush(rb_pipe_t * p)
     p->tx.wr_frames = 0;
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
     return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames, NULL);
-}
-
-/* Complete the frame whose payload is in place at tx.head and publish it
- * in the stage; returns its ring offset.  Space was checked by the caller. */
-static inline __attribute__ ((always_inline))
-size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
-{
-    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
-    uint8_t *f = p->tx.stage + off;
-    uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
-    uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
-
-    ((uint64_t *) f)[1] = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
-        | p->tx.ask | (uint64_t) type << 56;
-    p->tx.ask = 0;
-    /* The receiver's word at the tail position is 0 or what our stage holds
-     * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
-     * flag this read is skipped; on shm it would fetch a line the peer
-     * holds before the frame can be published. */
-    if (p->tail_flag) {
-        if (*tailp == flag)
-            flag ^= 3;
-        *tailp = flag;
-    }
-    /* release: payload, info and tail flag before the head flag (for shm,
-     * whose stage is the peer's ring, this store publishes the frame: the
-     * receiver copies it out while we build the next sub-block) */
-    __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
-    p->tx.head += type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
-        : rb_frame_span(p, &p->tx.cfg, off, type, len);
-    p->tx.seq = rb_seq_next(p->tx.seq);
-    p->stats.frames_tx++;
-    p->stats.bytes_tx += len;
-    p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + p->ovh + len;
-    if (p->tx.cfg.mode != RB_MODE_BASIC) {      /* piggybacked */
-        p->rx.tail_sent = p->rx.tail;
-        p->rx.consumed_sent = p->rx.consumed;
-    }
-    return off;
 }
 
 /* Complete the frame whose payload is in place and add it to the pending
@@ -176,14 +99,6 @@ int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
 
-/* A frame at ring offset off would lie past the hot window (by offset, or
- * by the frame bytes written since offset 0). */
-static int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
-{
-    return p->tx.cfg.hot_window && off
-        && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
-}
-
 /* Hot window (rb_config_t.hot_window): on an empty ring past the window,
  * a PAD frame over the ring end makes the next frame start at offset 0.
  * The PAD is the last frame of its group, as at any ring end. */
@@ -194,34 +109,6 @@ static int rb_tx_rewind(rb_pipe_t * p)
         return RDMA_OK;
     p->stats.rewinds++;
     return rb_tx_send(p, RB_FRAME_PAD, 0);
-}
-
-/* The common small message: all of it fits in one frame at tx.head now
- * (room by the replica, before the ring end, inside the hot window if
- * there is one, no group pending).  rb_pipe_putv's loop would build
- * exactly that frame. */
-static int rb_tx_one_fits(rb_pipe_t * p, size_t len)
-{
-    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
-    uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
-
-    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
-        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off)
-        && rb_tx_window(p, 1);
-}
-
-/* Send the iov as the one frame rb_tx_one_fits found room for. */
-static int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len, size_t * nbytes)
-{
-    uint8_t *d = rb_tx_payload(p, len);
-    int i, rc;
-
-    for (i = 0; i < n; d += iov[i++].iov_len)
-        memcpy(d, iov[i].iov_base, iov[i].iov_len);
-    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
-    p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
-    *nbytes = rc == RDMA_OK ? len : 0;
-    return rc;
 }
 
 /* rb_pipe_putv past the one-frame case: as many frames as fit. */
@@ -267,13 +154,6 @@ static int rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size
     return rc;
 }
 
-/* The iov (total bytes): one frame when it fits at once, else the loop. */
-static int rb_tx_put(rb_pipe_t * p, const struct iovec *iov, int n, size_t total, size_t *nbytes)
-{
-    return rb_tx_one_fits(p, total) ? rb_tx_one(p, iov, n, total, nbytes)
-        : rb_tx_putv(p, iov, total, nbytes);
-}
-
 rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
 {
     size_t total;
@@ -284,13 +164,8 @@ rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
     if (p->pend && (rc = rb_grow_step(p)) != RDMA_OK)
         return rc;
     total = rb_iov_total(iov, n);
-    return rb_tx_put(p, iov, n, total, nbytes);
-}
-
-rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
-                                size_t *nbytes)
-{
-    return p->pend ? rb_pipe_putv(p, iov, n, nbytes) : rb_tx_put(p, iov, n, total, nbytes);
+    return rb_tx_one_fits(p, total) ? rb_tx_one(p, iov, n, total, nbytes)
+        : rb_tx_putv(p, iov, total, nbytes);
 }
 
 size_t rb_pipe_user_max(const rb_pipe_t * p)

@@ -257,6 +257,10 @@ typedef struct rb_pipe {
      * a frame's bytes besides its padded payload (16, or 24 with it). */
     int tail_flag;
     unsigned ovh;
+    /* From cfg at init: the head flag's release store publishes a frame
+     * (flag_publishes, not completion-driven) and credits are piggybacked:
+     * rb_pipe_view may parse the common frame inline (rb_frame.h). */
+    int express;
     /* Grow work owed (rx.offer, tx.move.size): the entry points do it
      * first (rb_grow_step). */
     int pend;
@@ -343,12 +347,6 @@ static inline size_t rb_iov_total(const struct iovec *iov, int n)
  * max_frame), write each frame as soon as it is copied.  *nbytes = bytes
  * accepted (0 when the ring is full).  Non-blocking. */
 rdma_status_t rb_pipe_putv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
-
-/* The small-message path: rb_pipe_putv of an iov whose total the caller
- * knows, for callers on the latency path (no argument checks).  One frame
- * when it fits at once, else rb_pipe_putv. */
-rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
-                                size_t *nbytes);
 
 /* Bytes rb_pipe_put_user takes at most: RB_USER_SEGS full frames. */
 size_t rb_pipe_user_max(const rb_pipe_t * p);
@@ -440,5 +438,66 @@ rdma_status_t rb_pipe_flush_credit(rb_pipe_t * p);
 /* Ring bytes the sender may still write, frame overhead included (for
  * schedulers and tests). */
 size_t rb_pipe_tx_space(const rb_pipe_t * p);
+
+/* ---- The small-message path, inline in the caller ----
+ * The same frames, bytes and pipe state as the general entry points above:
+ * the common case (one frame that fits now; a complete DATA frame at the
+ * tail) runs the frame rules of rb_frame.h in the caller's code, anything
+ * else calls the general path.  No argument checks: for callers on the
+ * latency path. */
+#include "rb_frame.h"
+
+/* rb_pipe_putv of an iov whose total the caller knows. */
+static inline rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n,
+                                              size_t total, size_t *nbytes)
+{
+    if (!p->pend && rb_tx_one_fits(p, total))
+        return rb_tx_one(p, iov, n, total, nbytes);
+    return rb_pipe_putv(p, iov, n, nbytes);
+}
+
+/* rb_pipe_put_small in two steps, for a caller that copies its bytes in
+ * itself (a header of fixed size): where the len bytes of a DATA frame go
+ * now, or NULL (nothing sent: use rb_pipe_put_small).  The caller writes
+ * exactly len bytes there, then calls rb_pipe_commit(p, len) before any
+ * other call on p. */
+static inline void *rb_pipe_claim(rb_pipe_t * p, size_t len)
+{
+    return !p->pend && rb_tx_one_fits(p, len) ? rb_tx_payload(p, len) : NULL;
+}
+
+static inline rdma_status_t rb_pipe_commit(rb_pipe_t * p, size_t len)
+{
+    return rb_tx_commit(p, len);
+}
+
+/* The current DATA frame's unconsumed payload, where it lies, valid until
+ * rb_pipe_view_done: 1 (*buf, *len set), 0 nothing has arrived, -1 the
+ * next frame is not DATA or the pipe failed (rb_pipe_getv then says). */
+static inline int rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
+{
+    int type, rc;
+
+    if (p->express && (rc = rb_rx_parse_express(p, buf, len)) >= 0)
+        return rc;
+    if (!rb_pipe_rx_maybe(p))
+        return 0;
+    rc = rb_pipe_peek(p, &type, buf, len);
+    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
+}
+
+/* Consume n bytes of the rb_pipe_view payload (rb_pipe_consume): a whole
+ * frame on an express pipe is released inline. */
+static inline rdma_status_t rb_pipe_view_done(rb_pipe_t * p, size_t n)
+{
+    if (p->express && !p->rx.off) {
+        size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail);
+        size_t len = rb_flag_len(*(volatile uint64_t *) (p->rx.ring + off));
+
+        if (n == len && n)
+            return rb_rx_release_data(p, off, len);
+    }
+    return rb_pipe_consume(p, n);
+}
 
 #endif /* RB_PIPE_H_INCLUDED */

@@ -1,8 +1,8 @@
 /*
  * rb_rx.c: one connection's ring-buffer pipes, receive side (rb_pipe.h;
  * the send side is rb_pipe.c).  Memory ordering: rb_rx_parse (acquire of
- * the flags, then a barrier), rb_rx_release (relaxed clears, ordered by
- * the credit's release).
+ * the flags, then a barrier) here, rb_rx_release (relaxed clears, ordered
+ * by the credit's release) in rb_frame.h.
  */
 #include "rb_impl.h"
 
@@ -17,7 +17,7 @@
 #define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
 #endif
 
-static int rb_rx_credit(rb_pipe_t * p)
+int rb_rx_credit(rb_pipe_t * p)
 {
     if (p->ops->credit(p->ctx, p->rx.tail))
         return RDMA_ERR_XPORT;
@@ -63,11 +63,10 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
      * corrupt ring, which this cannot tell from a slow write. */
     if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
         return known ? RDMA_ERR_PROTO : 0;
-    len = flag >> 2 & RB_LEN_MAX;
+    len = rb_flag_len(flag);
     /* rx.off > len: the peer rewrote a frame we had partly read (callers
      * compute len - rx.off) */
-    if ((flag & 3) == 0 || (flag & 3) == 3 || p->ovh + rb_pad8(len) > p->rx.cfg.max_frame
-        || off + p->ovh + rb_pad8(len) > p->rx.cfg.ring_size || p->rx.off > len)
+    if (rb_rx_flag_bad(p, flag, off, len) || p->rx.off > len)
         return RDMA_ERR_PROTO;
     if (p->tail_flag
         && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
@@ -86,15 +85,8 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
         return RDMA_ERR_PROTO;
     if (info & RB_INFO_GROW)
         rb_grow_asked(p);
-    if (p->rx.cfg.mode == RB_MODE_PIGGYBACK) {
-        /* 56-bit credit: rebuild the full tail, which lies within a ring of
-         * tx.head */
-        uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
-
-        if (rb_tail_newer(p, t))
-            p->tx.tail = t;
-        rb_tx_credit(p, t);
-    }
+    if (p->rx.cfg.mode == RB_MODE_PIGGYBACK)
+        rb_rx_credit_in(p, info);
     f->payload = (uint8_t *) (fr + RB_HDR);
     f->len = len;
     f->span = rb_frame_span(p, &p->rx.cfg, off, f->type, len);
@@ -104,32 +96,6 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
         f->span = rb_switch_span(p->rx.tail, p->rx.next.size);
     }
     return 1;
-}
-
-/* Release the frame at rx.tail: clear the chunk-start words its bytes cover
- * (so they read as "no frame" when reused; the rest of a PAD frame's span
- * was never written), advance, and return credit when due. */
-static int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
-{
-    volatile uint8_t *r = p->rx.ring + rb_ring_off(&p->rx.cfg, p->rx.tail);
-    uint64_t c, wrote = p->ovh + rb_pad8(f->len);
-
-    /* relaxed: the credit's release store (ops->credit, or the head flag
-     * of the next frame that piggybacks it) orders these before reuse */
-    for (c = 0; c < wrote; c += p->rx.cfg.chunk_size)
-        __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
-    p->rx.tail += f->span;
-    p->rx.seen.span = 0;
-    p->rx.off = 0;
-    p->rx.seq = rb_seq_next(p->rx.seq);
-    p->rx.consumed++;
-    p->stats.frames_rx++;
-    if (p->rx.cfg.mode == RB_MODE_BASIC
-        || p->rx.tail - p->rx.tail_sent >= p->rx.cfg.credit_threshold
-        || (p->rx.cfg.max_writes && p->rx.consumed - p->rx.consumed_sent
-            >= p->rx.cfg.max_writes / 2))
-        return rb_rx_credit(p);
-    return RDMA_OK;
 }
 
 /* The internal frame (PAD, MOVE, SWITCH) rb_rx_parse found at rx.tail,

@@ -198,20 +198,15 @@ static inline int zc_busy(const zc_conn_t * z)
  * is not DATA; an error shows there too). */
 static inline int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
 {
-    int type, rc;
-
     if (z->rx.active || z->rx.fin_due || z->tx.pushed_due)
         return -1;
-    if (!rb_pipe_rx_maybe(z->pipe))
-        return 0;
-    rc = rb_pipe_peek(z->pipe, &type, buf, len);
-    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
+    return rb_pipe_view(z->pipe, buf, len);
 }
 
 /* Mark n bytes of the zc_peek view read (n <= len). */
 static inline rdma_status_t zc_consume(zc_conn_t * z, size_t n)
 {
-    return rb_pipe_consume(z->pipe, n);
+    return rb_pipe_view_done(z->pipe, n);
 }
 
 /* The small-message path: a put of `total` bytes, too small for a
@@ -230,6 +225,19 @@ static inline rdma_status_t zc_put_small(zc_conn_t * z, const struct iovec *iov,
     if (*nbytes == total)
         z->copy_end = NULL;     /* as zc_putv: every copied entry is complete */
     return rc;
+}
+
+/* zc_put_small in two steps (rb_pipe_claim, rb_pipe_commit): NULL where
+ * zc_put_small would not take the pipe's path. */
+static inline void *zc_claim(zc_conn_t * z, size_t len)
+{
+    return len < z->put_small_max && !zc_busy(z) ? rb_pipe_claim(z->pipe, len) : NULL;
+}
+
+static inline rdma_status_t zc_commit(zc_conn_t * z, size_t len)
+{
+    z->copy_end = NULL;         /* as zc_putv: every copied entry is complete */
+    return rb_pipe_commit(z->pipe, len);
 }
 
 #endif /* ZC_H_INCLUDED */

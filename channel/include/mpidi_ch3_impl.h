@@ -17,9 +17,39 @@
 int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_finalize(void);
-int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
-int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n);
+
+/* The channel core (rdma_channel.c) and, out of line, a failed status of
+ * it as an mpi_errno (rdma_mpi_errno). */
+extern rdma_chan_t MPIDI_CH3I_chan;
+int MPIDI_CH3I_RDMA_errno(rdma_status_t st) __attribute__ ((cold));
+
+/* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
+ * the connection is being made, the ring is full or the peer is still
+ * pulling a large part: zc.h).  Inline: the small-message path runs down
+ * to rb_pipe_put_small in the caller's code (channel/README.md, Layers). */
+static inline int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n,
+                                            size_t * nbytes)
+{
+    rdma_status_t st = rdma_chan_putv(&MPIDI_CH3I_chan, &vc->ch.conn, iov, n, nbytes);
+
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
+}
+
+/* put_datav of len bytes the caller copies in itself (a header of fixed
+ * size): where they go in vc's pipe, or NULL (use put_datav); the caller
+ * writes them there, then calls put_commit. */
+static inline void *MPIDI_CH3I_RDMA_put_claim(MPIDI_VC_t * vc, size_t len)
+{
+    return rdma_chan_claim(&vc->ch.conn, len);
+}
+
+static inline int MPIDI_CH3I_RDMA_put_commit(MPIDI_VC_t * vc, size_t len)
+{
+    rdma_status_t st = rdma_chan_commit(&MPIDI_CH3I_chan, &vc->ch.conn, len);
+
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
+}
 
 /* Receive fast path: *buf, *len view what vc's peer has put, where it
  * lies, until MPIDI_CH3I_RDMA_read_done; returns 1, 0 (nothing arrived) or
@@ -27,6 +57,15 @@ int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n);
 static inline int MPIDI_CH3I_RDMA_read_view(MPIDI_VC_t * vc, const void **buf, size_t * len)
 {
     return rdma_chan_peek(&vc->ch.conn, buf, len);
+}
+
+/* Mark n bytes of the read_view read (a whole small frame is released
+ * inline, rb_pipe_view_done). */
+static inline int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
+{
+    rdma_status_t st = rdma_chan_consume(&MPIDI_CH3I_chan, &vc->ch.conn, n);
+
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
 }
 
 /* Connection management under the interface (rdma_channel.c). */

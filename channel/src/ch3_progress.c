@@ -34,8 +34,8 @@ int MPIDI_CH3I_Progress_finalize(void)
 
 /* Hand a whole header to CH3, with *buflen bytes of data after it at data
  * (CH3 reports how many it took); *rreq is set if more data follows. */
-static int recv_header(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
-                       MPIR_Request ** rreq)
+static inline int recv_header(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data,
+                              intptr_t * buflen, MPIR_Request ** rreq)
 {
     int mpi_errno = MPI_SUCCESS;
 

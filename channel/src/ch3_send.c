@@ -189,10 +189,33 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     goto fn_exit;
 }
 
+/* iStartMsg's common case: a header alone on a shared-memory pipe with
+ * nothing queued, copied straight into its frame at its fixed size
+ * (MPIDI_CH3I_pkt_wire_len there); *done is FALSE where it does not
+ * apply, and nothing was sent. */
+static inline int start_hdr(MPIDI_VC_t * vc, const void *pkt, int *done)
+{
+    void *d;
+
+    *done = FALSE;
+    if (vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn)
+        || (d = MPIDI_CH3I_RDMA_put_claim(vc, sizeof(MPIDI_CH3_Pkt_t))) == NULL)
+        return MPI_SUCCESS;
+    memcpy(d, pkt, sizeof(MPIDI_CH3_Pkt_t));
+    *done = TRUE;
+    return MPIDI_CH3I_RDMA_put_commit(vc, sizeof(MPIDI_CH3_Pkt_t));
+}
+
 int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Request ** sreq_ptr)
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
+    int mpi_errno, done;
 
+    mpi_errno = start_hdr(vc, pkt, &done);
+    if (done) {
+        *sreq_ptr = NULL;
+        return mpi_errno;
+    }
     return start_msg(vc, &iov, 1, sreq_ptr);
 }
 

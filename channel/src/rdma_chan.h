@@ -179,6 +179,21 @@ static inline rdma_status_t rdma_chan_putv(rdma_chan_t * ch, rdma_link_t * l,
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 
+/* rdma_chan_putv of len bytes in two steps, for a caller that copies them
+ * in itself: where they go in l's pipe, or NULL (not READY, or not the
+ * small-message path: use rdma_chan_putv); then rdma_chan_commit. */
+static inline void *rdma_chan_claim(rdma_link_t * l, size_t len)
+{
+    return l->xc.state == RDMA_CONN_READY ? rdma_link_claim(l, len) : NULL;
+}
+
+static inline rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
+{
+    rdma_status_t st = rdma_link_commit(l, len);
+
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
 /* Read what l's peer has put into the iov; *nbytes may be 0. */
 static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
                                            const struct iovec *iov, int n, size_t *nbytes)

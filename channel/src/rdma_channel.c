@@ -30,19 +30,19 @@
 #include <time.h>
 #include <unistd.h>
 
-static rdma_chan_t rdma_chan;
+rdma_chan_t MPIDI_CH3I_chan;
 static MPIDI_PG_t *rdma_pg;
 static char rdma_card[1024];    /* this process's business card */
 struct MPIDI_VC *MPIDI_CH3I_ready_vcs;
 int MPIDI_CH3I_poll_spins;
 
 /* The one place a channel status becomes an mpi_errno: the diagnosis is
- * rdma_chan.msg, under the error class of the phase. */
+ * MPIDI_CH3I_chan.msg, under the error class of the phase. */
 enum { RDMA_AT_CONFIG, RDMA_AT_INIT, RDMA_AT_RUN };
 static int rdma_mpi_errno(rdma_status_t st, int at)
 {
     int mpi_errno = MPI_SUCCESS;
-    const char *msg = rdma_chan.msg;
+    const char *msg = MPIDI_CH3I_chan.msg;
 
     if (st == RDMA_OK)
         return MPI_SUCCESS;
@@ -117,7 +117,7 @@ static void rdma_vc_reopen(MPIDI_VC_t * vc)
     vc->ch.terminating = 0;
     vc->ch.recv_active = NULL;
     vc->ch.pkt_off = 0;
-    rdma_chan_dyn_reopen(&rdma_chan, &vc->ch.conn);
+    rdma_chan_dyn_reopen(&MPIDI_CH3I_chan, &vc->ch.conn);
 }
 
 /* vc (of another process group) is about to connect: its card from the
@@ -135,10 +135,10 @@ static rdma_status_t rdma_link_resolve(void *arg, rdma_link_t * l)
     }
     if (!vc->pg || vc->pg == rdma_pg
         || MPIDI_PG_GetConnString(vc->pg, vc->pg_rank, card, sizeof(card)) != MPI_SUCCESS)
-        return rdma_say(rdma_chan.msg, sizeof(rdma_chan.msg), RDMA_ERR_PEER, "no business "
-                        "card for rank %d of process group %s", vc->pg_rank,
+        return rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
+                        "no business card for rank %d of process group %s", vc->pg_rank,
                         vc->pg ? (const char *) vc->pg->id : "(none)");
-    return rdma_chan_dyn_add(&rdma_chan, l, card, rdma_hello);
+    return rdma_chan_dyn_add(&MPIDI_CH3I_chan, l, card, rdma_hello);
 }
 
 /* A connect-to-root for the port with that tag: a new VC for CH3's accept
@@ -151,7 +151,7 @@ static rdma_link_t *rdma_link_accept_root(int tag)
         return NULL;
     MPIDI_VC_Init(vc, NULL, 0);
     vc->ch.accept_tag = tag + 1;
-    if (vc->ch.pkt && rdma_chan_dyn_add(&rdma_chan, &vc->ch.conn, NULL, NULL) == RDMA_OK)
+    if (vc->ch.pkt && rdma_chan_dyn_add(&MPIDI_CH3I_chan, &vc->ch.conn, NULL, NULL) == RDMA_OK)
         return &vc->ch.conn;
     MPIDI_CH3_VC_Destroy(vc);
     MPL_free(vc);
@@ -178,7 +178,7 @@ static rdma_link_t *rdma_link_accept(void *arg, const char *who)
 
     (void) arg;
     if (sscanf(who, "p:%d:%63s%n", &tag, token, &n) == 2 && !who[n])
-        return strcmp(token, rdma_chan.token) ? NULL : rdma_link_accept_root(tag);
+        return strcmp(token, MPIDI_CH3I_chan.token) ? NULL : rdma_link_accept_root(tag);
     if (sscanf(who, "g:%255[^:]:%d:%63s%n", id, &rank, token, &n) != 3 || who[n])
         return NULL;
     if (MPIDI_PG_Find(id, &pg) != MPI_SUCCESS || !pg)
@@ -203,7 +203,7 @@ static rdma_link_t *rdma_link_accept(void *arg, const char *who)
 void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc)
 {
     rdma_ready_list_drop(vc);
-    rdma_chan_dyn_del(&rdma_chan, &vc->ch.conn);
+    rdma_chan_dyn_del(&MPIDI_CH3I_chan, &vc->ch.conn);
 }
 
 /* A port name: the tag CH3 put there, then our card (the token in it is
@@ -243,9 +243,9 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
     *new_vc = vc;
     snprintf(hello, sizeof(hello), "p:%d:%s", tag, token);
-    st = rdma_chan_dyn_add(&rdma_chan, &vc->ch.conn, card, hello);
+    st = rdma_chan_dyn_add(&MPIDI_CH3I_chan, &vc->ch.conn, card, hello);
     if (st == RDMA_OK)
-        st = rdma_chan_connect(&rdma_chan, &vc->ch.conn);
+        st = rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn);
     mpi_errno = rdma_mpi_errno(st, RDMA_AT_RUN);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
@@ -280,7 +280,7 @@ static int rdma_poll_spins(MPIDI_PG_t * pg, int pg_rank)
         local += pg->vct[i].node_id == pg->vct[pg_rank].node_id;
     cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
         : (int) sysconf(_SC_NPROCESSORS_ONLN);
-    return rdma_chan_spins(&rdma_chan.cfg, local, cores);
+    return rdma_chan_spins(&MPIDI_CH3I_chan.cfg, local, cores);
 }
 
 /* --- MPI_T performance variables -------------------------------------- */
@@ -345,7 +345,7 @@ static void rdma_pvar_read(void *addr, void *obj_handle, int count, void *buf)
     (void) obj_handle, (void) count;
     MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
     if (rdma_chan_live)
-        rdma_chan_counters_get(&rdma_chan, &c);
+        rdma_chan_counters_get(&MPIDI_CH3I_chan, &c);
     else
         c = rdma_final_counters;
     MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
@@ -380,16 +380,16 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
     MPIR_CHKLMEM_DECL(1);
 
     rdma_pg = pg;
-    st = MPIDI_CH3I_RDMA_config_get(&cfg, rdma_chan.msg, sizeof(rdma_chan.msg));
+    st = MPIDI_CH3I_RDMA_config_get(&cfg, MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg));
     mpi_errno = rdma_mpi_errno(st, RDMA_AT_CONFIG);
     MPIR_ERR_CHECK(mpi_errno);
-    rdma_chan_init(&rdma_chan, &cfg, ops, pg_rank, pg->size, (const char *) pg->id, &owner);
+    rdma_chan_init(&MPIDI_CH3I_chan, &cfg, ops, pg_rank, pg->size, (const char *) pg->id, &owner);
     MPIR_CHKLMEM_MALLOC(node, int *, pg->size * sizeof(int), mpi_errno, "node ids", MPL_MEM_OTHER);
     for (i = 0; i < pg->size; i++) {
         node[i] = pg->vct[i].node_id;
         pg->vct[i].ch.conn.xc.owner = &pg->vct[i];
     }
-    mpi_errno = rdma_mpi_errno(rdma_chan_assign(&rdma_chan, node), RDMA_AT_INIT);
+    mpi_errno = rdma_mpi_errno(rdma_chan_assign(&MPIDI_CH3I_chan, node), RDMA_AT_INIT);
     MPIR_ERR_CHECK(mpi_errno);
   fn_exit:
     MPIR_CHKLMEM_FREEALL();
@@ -406,11 +406,11 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     mpi_errno = MPIDI_CH3I_RDMA_init_process_group(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_poll_spins = rdma_poll_spins(pg, pg_rank);
-    mpi_errno = rdma_mpi_errno(rdma_chan_open(&rdma_chan, rdma_card, sizeof(rdma_card)),
+    mpi_errno = rdma_mpi_errno(rdma_chan_open(&MPIDI_CH3I_chan, rdma_card, sizeof(rdma_card)),
                                RDMA_AT_INIT);
     MPIR_ERR_CHECK(mpi_errno);
     snprintf(rdma_hello, sizeof(rdma_hello), "g:%s:%d:%s", (const char *) pg->id, pg_rank,
-             rdma_chan.token);
+             MPIDI_CH3I_chan.token);
     mpi_errno = MPIDI_PG_SetConnInfo(pg_rank, rdma_card);
     MPIR_ERR_CHECK(mpi_errno);
     rdma_chan_live = 1;
@@ -426,36 +426,24 @@ int MPIDI_CH3I_RDMA_finalize(void)
     rdma_status_t st;
 
     if (rdma_chan_live)
-        rdma_chan_counters_get(&rdma_chan, &rdma_final_counters);
+        rdma_chan_counters_get(&MPIDI_CH3I_chan, &rdma_final_counters);
     rdma_chan_live = 0;
-    st = rdma_pg ? rdma_chan_finalize(&rdma_chan) : RDMA_OK;
+    st = rdma_pg ? rdma_chan_finalize(&MPIDI_CH3I_chan) : RDMA_OK;
 
     MPIDI_CH3I_ready_vcs = NULL;
     return rdma_mpi_errno(st, RDMA_AT_RUN);
 }
 
-/* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
- * the connection is being made, the ring is full or the peer is still
- * pulling a large part: zc.h). */
-int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes)
+int MPIDI_CH3I_RDMA_errno(rdma_status_t st)
 {
-    rdma_status_t st = rdma_chan_putv(&rdma_chan, &vc->ch.conn, iov, n, nbytes);
-
-    return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
+    return rdma_mpi_errno(st, RDMA_AT_RUN);
 }
 
 /* Read what vc's peer has put into the iov, pulling large parts (zc.h);
  * *nbytes may be 0. */
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes)
 {
-    rdma_status_t st = rdma_chan_getv(&rdma_chan, &vc->ch.conn, iov, n, nbytes);
-
-    return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
-}
-
-int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
-{
-    rdma_status_t st = rdma_chan_consume(&rdma_chan, &vc->ch.conn, n);
+    rdma_status_t st = rdma_chan_getv(&MPIDI_CH3I_chan, &vc->ch.conn, iov, n, nbytes);
 
     return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
 }
@@ -464,12 +452,12 @@ int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
 
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc)
 {
-    return rdma_mpi_errno(rdma_chan_connect(&rdma_chan, &vc->ch.conn), RDMA_AT_RUN);
+    return rdma_mpi_errno(rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn), RDMA_AT_RUN);
 }
 
 int MPIDI_CH3I_RDMA_poll_transports(void)
 {
-    rdma_status_t st = rdma_chan_poll(&rdma_chan);
+    rdma_status_t st = rdma_chan_poll(&MPIDI_CH3I_chan);
 
     return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
 }
@@ -483,15 +471,15 @@ int MPIDI_CH3I_RDMA_poll_transports(void)
 __attribute__ ((cold)) int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over)
 {
     long us;
-    int k = rdma_chan_wait_arm(&rdma_chan, over, MPIR_IS_THREADED, &us);
+    int k = rdma_chan_wait_arm(&MPIDI_CH3I_chan, over, MPIR_IS_THREADED, &us);
     int mpi_errno = poll(progressed);
 
     if (mpi_errno || *progressed) {
-        rdma_chan_wait(&rdma_chan, k, us, 0);
+        rdma_chan_wait(&MPIDI_CH3I_chan, k, us, 0);
         return mpi_errno;
     }
     MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    rdma_chan_wait(&rdma_chan, k, us, 1);
+    rdma_chan_wait(&MPIDI_CH3I_chan, k, us, 1);
     MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
     return MPI_SUCCESS;
 }

@@ -64,6 +64,17 @@ static inline rdma_status_t rdma_link_putv(rdma_link_t * l, const struct iovec *
     return zc_put_small(&l->zc, iov, n, rb_iov_total(iov, n), nb);
 }
 
+/* rdma_link_putv of len bytes in two steps (zc_claim, zc_commit). */
+static inline void *rdma_link_claim(rdma_link_t * l, size_t len)
+{
+    return zc_claim(&l->zc, len);
+}
+
+static inline rdma_status_t rdma_link_commit(rdma_link_t * l, size_t len)
+{
+    return zc_commit(&l->zc, len);
+}
+
 static inline rdma_status_t rdma_link_getv(rdma_link_t * l, const struct iovec *iov, int n,
                                            size_t *nb)
 {

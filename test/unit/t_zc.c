@@ -315,6 +315,8 @@ static void test_eager(void)
     static uint8_t hdr[16], body[3000], out[3016];
     struct iovec tv[2] = { {hdr, 16}, {body, 1000} }, rv = { out, 1016 };
     size_t nb = 1, nr = 0, len;
+    uint64_t head;
+    void *d;
     int good = 1;
 
     eager_min = 128;
@@ -328,6 +330,9 @@ static void test_eager(void)
        "eager: one gathered write; only the header accepted (%zu)", nb);
     is_int(zc_put_small(&FA.z, tv, 1, 16, &nb), RDMA_ERR_PROTO,
            "eager: a small put meanwhile is checked by zc_putv too");
+    head = FA.z.pipe->tx.head;
+    ok(zc_claim(&FA.z, 16) == NULL && FA.z.pipe->tx.head == head,
+       "eager: no two-step small put meanwhile either (the pipe unchanged)");
     zc_getv(&FB.z, &rv, 1, &nr);
     ok(nr == 1016 && !bad_bytes(out, 1016, 4, 0), "eager: the receiver has all 1016 bytes");
     zc_putv(&FA.z, tv + 1, 1, &nb);
@@ -338,6 +343,12 @@ static void test_eager(void)
     zc_putv(&FA.z, tv + 1, 1, &nb);
     ok(nb == 1000 && FA.unexposed == 1 && FA.z.stats.eager_zc == 1 && !zc_busy(&FA.z),
        "eager: accepted and released after completion, counted");
+    head = FA.z.pipe->tx.head;
+    if ((d = zc_claim(&FA.z, 16)) != NULL)
+        memcpy(d, hdr, 16);
+    ok(zc_claim(&FA.z, 128) == NULL && d && zc_commit(&FA.z, 16) == RDMA_OK
+       && FA.z.pipe->tx.head > head && zc_getv(&FB.z, &rv, 1, &nr) == RDMA_OK && nr == 16
+       && !bad_bytes(out, 16, 4, 0), "eager: two-step small puts below eager_min only, once idle");
 
     zc_putv(&FA.z, tv, 2, &nb);
     ok(nb == 1016 && A.user_writes == 1 && FA.holds == 1,

@@ -1,0 +1,303 @@
+/*
+ * rb_frame.h: the frame rules (rb_pipe.h, "Frame layout"), inline, in one
+ * place for both paths through the pipe: the general one (rb_pipe.c send
+ * side, rb_rx.c receive side, rb_grow.c) and the small-message one that
+ * rb_pipe.h inlines into its callers (rb_pipe_put_small, rb_pipe_view,
+ * rb_pipe_view_done).  Memory ordering is noted where it is carried:
+ * rb_tx_frame (release of the head flag), rb_rx_release (relaxed clears,
+ * ordered by the credit's release); the acquire side is rb_rx.c's
+ * rb_rx_parse and rb_rx_parse_express below.  Internal to the pipe: only
+ * rb_pipe.h includes it.
+ */
+#ifndef RB_FRAME_H_INCLUDED
+#define RB_FRAME_H_INCLUDED
+
+#include <string.h>
+
+#define RB_HDR 16               /* flag + info */
+
+static inline size_t rb_pad8(size_t n)
+{
+    return (n + 7) & ~(size_t) 7;
+}
+
+/* c: the direction's geometry, p->tx.cfg or p->rx.cfg */
+static inline size_t rb_ring_off(const rb_config_t * c, uint64_t pos)
+{
+    return pos & (c->ring_size - 1);
+}
+
+/* Ring bytes covered by a frame at ring offset off: whole chunks, or up to
+ * the ring end for a PAD frame.  Sender and receiver both use this (a
+ * SWITCH frame's span is rb_switch_span's). */
+static inline uint64_t rb_frame_span(const rb_pipe_t * p, const rb_config_t * c, size_t off,
+                                     int type, size_t len)
+{
+    size_t k = c->chunk_size;
+
+    if (type == RB_FRAME_PAD)
+        return c->ring_size - off;
+    return (p->ovh + rb_pad8(len) + k - 1) & ~(uint64_t) (k - 1);
+}
+
+/* A SWITCH frame at position pos spans up to the next multiple of the new
+ * ring's size: the new ring starts empty at its offset 0. */
+static inline uint64_t rb_switch_span(uint64_t pos, size_t size)
+{
+    return size - (pos & (size - 1));
+}
+
+/* seq skips 0: a flag word that landed only in part (unwritten bytes still
+ * 0) can then never carry the expected seq (see rb_rx_parse). */
+static inline uint32_t rb_seq_next(uint32_t seq)
+{
+    return seq + 1 ? seq + 1 : 1;
+}
+
+/* Position t is after `after` and not beyond what was sent. */
+static inline int rb_tx_ahead(const rb_pipe_t * p, uint64_t after, uint64_t t)
+{
+    return (int64_t) (t - after) > 0 && (int64_t) (p->tx.head - t) >= 0;
+}
+
+/* t is a peer tail ahead of the replica (and sent). */
+static inline int rb_tail_newer(const rb_pipe_t * p, uint64_t t)
+{
+    return rb_tx_ahead(p, p->tx.tail, t);
+}
+
+/* The peer credited t (tail word or piggyback): the window's rule. */
+static inline void rb_tx_credit(rb_pipe_t * p, uint64_t t)
+{
+    if (rb_tx_ahead(p, p->tx.credit, t))
+        p->tx.credit = t;
+}
+
+/* Out of line (rb_pipe.c, rb_rx.c). */
+int rb_tx_window_retire(rb_pipe_t * p, unsigned n);
+int rb_rx_credit(rb_pipe_t * p);
+
+/* ---- send side ---- */
+
+/* Room in the write window (rb_pipe.h) for n more writes; always with no
+ * window. */
+static inline int rb_tx_window(rb_pipe_t * p, unsigned n)
+{
+    unsigned w = p->tx.cfg.max_writes;
+
+    return !w || p->tx.win_in - p->tx.win_out + n <= w || rb_tx_window_retire(p, n);
+}
+
+static inline uint64_t rb_tx_room(const rb_pipe_t * p)
+{
+    return p->tx.cfg.ring_size - (p->tx.head - p->tx.tail);
+}
+
+/* Payload area of the next frame, its last partial word zeroed (pad8). */
+static inline uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
+{
+    uint8_t *d = p->tx.stage + rb_ring_off(&p->tx.cfg, p->tx.head) + RB_HDR;
+
+    if (len & 7)
+        *(uint64_t *) (d + (len & ~(size_t) 7)) = 0;
+    return d;
+}
+
+/* One transport write of len ring bytes at off holding `frames` frames,
+ * u non-NULL: their payload parts from user memory (then, in basic mode,
+ * the head). */
+static inline int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames,
+                              const rb_user_t * u)
+{
+    p->stats.writes_tx++;
+    if (p->tx.cfg.max_writes)   /* it ends at tx.head: frames are built first */
+        p->win_end[p->tx.win_in++ % RB_WRITES_MAX] = p->tx.head;
+    if ((u ? p->ops->write_user(p->ctx, off, len, frames, u)
+         : p->ops->write(p->ctx, off, len, frames))
+        || (p->tx.cfg.mode == RB_MODE_BASIC && p->ops->head(p->ctx, p->tx.head)))
+        return RDMA_ERR_XPORT;
+    return RDMA_OK;
+}
+
+/* Complete the frame whose payload is in place at tx.head and publish it
+ * in the stage; returns its ring offset.  Space was checked by the caller. */
+static inline __attribute__ ((always_inline))
+size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
+{
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    uint8_t *f = p->tx.stage + off;
+    uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
+    uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
+
+    ((uint64_t *) f)[1] = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
+        | p->tx.ask | (uint64_t) type << 56;
+    p->tx.ask = 0;
+    /* The receiver's word at the tail position is 0 or what our stage holds
+     * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
+     * flag this read is skipped; on shm it would fetch a line the peer
+     * holds before the frame can be published. */
+    if (p->tail_flag) {
+        if (*tailp == flag)
+            flag ^= 3;
+        *tailp = flag;
+    }
+    /* release: payload, info and tail flag before the head flag (for shm,
+     * whose stage is the peer's ring, this store publishes the frame: the
+     * receiver copies it out while we build the next sub-block) */
+    __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
+    p->tx.head += type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
+        : rb_frame_span(p, &p->tx.cfg, off, type, len);
+    p->tx.seq = rb_seq_next(p->tx.seq);
+    p->stats.frames_tx++;
+    p->stats.bytes_tx += len;
+    p->tx.hot_bytes = (off ? p->tx.hot_bytes : 0) + p->ovh + len;
+    if (p->tx.cfg.mode != RB_MODE_BASIC) {      /* piggybacked */
+        p->rx.tail_sent = p->rx.tail;
+        p->rx.consumed_sent = p->rx.consumed;
+    }
+    return off;
+}
+
+/* A frame at ring offset off would lie past the hot window (by offset, or
+ * by the frame bytes written since offset 0). */
+static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
+{
+    return p->tx.cfg.hot_window && off
+        && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
+}
+
+/* The common small message: all of it fits in one frame at tx.head now
+ * (room by the replica, before the ring end, inside the hot window if
+ * there is one, no group pending).  rb_pipe_putv's loop would build
+ * exactly that frame. */
+static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
+{
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
+
+    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
+        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off)
+        && rb_tx_window(p, 1);
+}
+
+/* The one DATA frame of len bytes rb_tx_one_fits found room for, its
+ * payload in place (rb_tx_payload): publish and write it. */
+static inline __attribute__ ((always_inline))
+int rb_tx_commit(rb_pipe_t * p, size_t len)
+{
+    int rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
+
+    p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
+    return rc;
+}
+
+/* Send the iov as the one frame rb_tx_one_fits found room for. */
+static inline int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len,
+                            size_t * nbytes)
+{
+    uint8_t *d = rb_tx_payload(p, len);
+    int i, rc;
+
+    for (i = 0; i < n; d += iov[i++].iov_len)
+        memcpy(d, iov[i].iov_base, iov[i].iov_len);
+    rc = rb_tx_commit(p, len);
+    *nbytes = rc == RDMA_OK ? len : 0;
+    return rc;
+}
+
+/* ---- receive side ---- */
+
+/* A flag word's payload length. */
+static inline size_t rb_flag_len(uint64_t flag)
+{
+    return flag >> 2 & RB_LEN_MAX;
+}
+
+/* A flag with the expected seq that no sender writes: bad alt, a frame
+ * larger than max_frame or past the ring end. */
+static inline int rb_rx_flag_bad(const rb_pipe_t * p, uint64_t flag, size_t off, size_t len)
+{
+    size_t bytes = p->ovh + rb_pad8(len);
+
+    return (flag & 3) == 0 || (flag & 3) == 3 || bytes > p->rx.cfg.max_frame
+        || off + bytes > p->rx.cfg.ring_size;
+}
+
+/* Piggyback mode: the frame's info word carries the peer's receive tail
+ * (56-bit credit): rebuild the full tail, which lies within a ring of
+ * tx.head. */
+static inline void rb_rx_credit_in(rb_pipe_t * p, uint64_t info)
+{
+    uint64_t t = p->tx.head - ((p->tx.head - info) & RB_CREDIT_MASK);
+
+    if (rb_tail_newer(p, t))
+        p->tx.tail = t;
+    rb_tx_credit(p, t);
+}
+
+/* Release the frame at rx.tail: clear the chunk-start words its bytes cover
+ * (so they read as "no frame" when reused; the rest of a PAD frame's span
+ * was never written), advance, and return credit when due. */
+static inline int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
+{
+    volatile uint8_t *r = p->rx.ring + rb_ring_off(&p->rx.cfg, p->rx.tail);
+    uint64_t c, wrote = p->ovh + rb_pad8(f->len);
+
+    /* relaxed: the credit's release store (ops->credit, or the head flag
+     * of the next frame that piggybacks it) orders these before reuse */
+    for (c = 0; c < wrote; c += p->rx.cfg.chunk_size)
+        __atomic_store_n((volatile uint64_t *) (r + c), 0, __ATOMIC_RELAXED);
+    p->rx.tail += f->span;
+    p->rx.seen.span = 0;
+    p->rx.off = 0;
+    p->rx.seq = rb_seq_next(p->rx.seq);
+    p->rx.consumed++;
+    p->stats.frames_rx++;
+    if (p->rx.cfg.mode == RB_MODE_BASIC
+        || p->rx.tail - p->rx.tail_sent >= p->rx.cfg.credit_threshold
+        || (p->rx.cfg.max_writes && p->rx.consumed - p->rx.consumed_sent
+            >= p->rx.cfg.max_writes / 2))
+        return rb_rx_credit(p);
+    return RDMA_OK;
+}
+
+/* rb_rx_parse for express pipes (rb_pipe_t.express), the common frame
+ * only: a complete DATA frame at rx.tail, nothing of it consumed, no grow
+ * asked, no grow work owed.  1: *buf, *len view its payload; 0: nothing
+ * has arrived; -1: anything else, for rb_rx_parse to judge.  The flag's
+ * acquire load orders the info and payload reads (flag_publishes). */
+static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len)
+{
+    size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail), n;
+    volatile uint8_t *fr = p->rx.ring + off;
+    uint64_t flag, info;
+
+    if (p->pend || p->rx.off)
+        return -1;
+    flag = __atomic_load_n((volatile uint64_t *) fr, __ATOMIC_ACQUIRE);
+    if (flag == 0)
+        return 0;
+    n = rb_flag_len(flag);
+    info = ((volatile uint64_t *) fr)[1];
+    /* type DATA (0) and no RB_INFO_GROW: bits 55..63 clear */
+    if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n) || info >> 55)
+        return -1;
+    rb_rx_credit_in(p, info);
+    *buf = (const void *) (fr + RB_HDR);
+    *len = n;
+    return 1;
+}
+
+/* The whole DATA frame of len bytes at ring offset off (rx.tail) is
+ * consumed: release it, as rb_rx_advance would. */
+static inline int rb_rx_release_data(rb_pipe_t * p, size_t off, size_t len)
+{
+    rb_frame_t f;
+
+    f.len = len;
+    f.span = rb_frame_span(p, &p->rx.cfg, off, RB_FRAME_DATA, len);
+    p->stats.bytes_rx += len;
+    return rb_rx_release(p, &f);
+}
+
+#endif /* RB_FRAME_H_INCLUDED */
