@@ -261,6 +261,15 @@ static inline int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
     return RDMA_OK;
 }
 
+/* n more payload bytes of the frame at rx.tail are consumed; a frame
+ * consumed whole is released. */
+static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
+{
+    p->rx.off += n;
+    p->stats.bytes_rx += n;
+    return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
+}
+
 /* rb_rx_parse for express pipes (rb_pipe_t.express), the common frame
  * only: a complete DATA frame at rx.tail, nothing of it consumed, no grow
  * asked, no grow work owed.  1: *buf, *len view its payload; 0: nothing
@@ -288,16 +297,15 @@ static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *l
     return 1;
 }
 
-/* The whole DATA frame of len bytes at ring offset off (rx.tail) is
- * consumed: release it, as rb_rx_advance would. */
-static inline int rb_rx_release_data(rb_pipe_t * p, size_t off, size_t len)
+/* The whole DATA frame of len bytes at ring offset off (rx.tail), none
+ * of it consumed before, is consumed now. */
+static inline int rb_rx_advance_data(rb_pipe_t * p, size_t off, size_t len)
 {
     rb_frame_t f;
 
     f.len = len;
     f.span = rb_frame_span(p, &p->rx.cfg, off, RB_FRAME_DATA, len);
-    p->stats.bytes_rx += len;
-    return rb_rx_release(p, &f);
+    return rb_rx_advance(p, &f, len);
 }
 
 #endif /* RB_FRAME_H_INCLUDED */

@@ -495,7 +495,7 @@ static inline rdma_status_t rb_pipe_view_done(rb_pipe_t * p, size_t n)
         size_t len = rb_flag_len(*(volatile uint64_t *) (p->rx.ring + off));
 
         if (n == len && n)
-            return rb_rx_release_data(p, off, len);
+            return rb_rx_advance_data(p, off, len);
     }
     return rb_pipe_consume(p, n);
 }

@@ -133,13 +133,6 @@ int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
     return rc == 1 && f->type >= RB_FRAME_MOVE ? rb_rx_internal(p, f) : rc;
 }
 
-static int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
-{
-    p->rx.off += n;
-    p->stats.bytes_rx += n;
-    return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
-}
-
 rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
