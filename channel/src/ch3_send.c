@@ -189,39 +189,44 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     goto fn_exit;
 }
 
-/* iStartMsg's common case: a header alone on a shared-memory pipe with
- * nothing queued, copied straight into its frame at its fixed size
- * (MPIDI_CH3I_pkt_wire_len there); *done is FALSE where it does not
- * apply, and nothing was sent. */
-static inline int start_hdr(MPIDI_VC_t * vc, const void *pkt, int *done)
+/* iStartMsg(v)'s common case: a header alone, or with one data entry,
+ * on a shared-memory pipe with nothing queued, copied straight into one
+ * frame, the header at its fixed size (MPIDI_CH3I_pkt_wire_len there);
+ * *done is FALSE where it does not apply, and nothing was sent. */
+static inline int start_small(MPIDI_VC_t * vc, const struct iovec *iov, int n, int *done)
 {
-    void *d;
+    const size_t hl = sizeof(MPIDI_CH3_Pkt_t);
+    size_t dl = n == 2 ? iov[1].iov_len : 0;
+    char *d;
 
     *done = FALSE;
-    if (vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn)
-        || (d = MPIDI_CH3I_RDMA_put_claim(vc, sizeof(MPIDI_CH3_Pkt_t))) == NULL)
+    if (n > 2 || vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn)
+        || (d = MPIDI_CH3I_RDMA_put_claim(vc, hl + dl)) == NULL)
         return MPI_SUCCESS;
-    memcpy(d, pkt, sizeof(MPIDI_CH3_Pkt_t));
+    memcpy(d, iov[0].iov_base, hl);
+    if (dl)
+        memcpy(d + hl, iov[1].iov_base, dl);
     *done = TRUE;
-    return MPIDI_CH3I_RDMA_put_commit(vc, sizeof(MPIDI_CH3_Pkt_t));
+    return MPIDI_CH3I_RDMA_put_commit(vc, hl + dl);
+}
+
+int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
+{
+    int mpi_errno, done;
+
+    mpi_errno = start_small(vc, iov, n_iov, &done);
+    if (done) {
+        *sreq_ptr = NULL;
+        return mpi_errno;
+    }
+    return start_msg(vc, iov, n_iov, sreq_ptr);
 }
 
 int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Request ** sreq_ptr)
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
-    int mpi_errno, done;
 
-    mpi_errno = start_hdr(vc, pkt, &done);
-    if (done) {
-        *sreq_ptr = NULL;
-        return mpi_errno;
-    }
-    return start_msg(vc, &iov, 1, sreq_ptr);
-}
-
-int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
-{
-    return start_msg(vc, iov, n_iov, sreq_ptr);
+    return MPIDI_CH3_iStartMsgv(vc, &iov, 1, sreq_ptr);
 }
 
 int MPIDI_CH3_iSend(MPIDI_VC_t * vc, MPIR_Request * sreq, void *pkt, intptr_t pkt_sz)
