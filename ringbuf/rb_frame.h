@@ -40,6 +40,14 @@ static inline uint64_t rb_frame_span(const rb_pipe_t * p, const rb_config_t * c,
     return (p->ovh + rb_pad8(len) + k - 1) & ~(uint64_t) (k - 1);
 }
 
+/* rb_frame_span of a frame with info word info: to the ring end if it ends
+ * the lap (RB_INFO_WRAP). */
+static inline uint64_t rb_frame_span_info(const rb_pipe_t * p, const rb_config_t * c, size_t off,
+                                          int type, size_t len, uint64_t info)
+{
+    return info & RB_INFO_WRAP ? c->ring_size - off : rb_frame_span(p, c, off, type, len);
+}
+
 /* A SWITCH frame at position pos spans up to the next multiple of the new
  * ring's size: the new ring starts empty at its offset 0. */
 static inline uint64_t rb_switch_span(uint64_t pos, size_t size)
@@ -128,10 +136,11 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     uint8_t *f = p->tx.stage + off;
     uint64_t *tailp = (uint64_t *) (f + RB_HDR + rb_pad8(len));
     uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
+    uint64_t info = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
+        | p->tx.ask | p->tx.wrap | (uint64_t) type << 56;
 
-    ((uint64_t *) f)[1] = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
-        | p->tx.ask | (uint64_t) type << 56;
-    p->tx.ask = 0;
+    ((uint64_t *) f)[1] = info;
+    p->tx.ask = p->tx.wrap = 0;
     /* The receiver's word at the tail position is 0 or what our stage holds
      * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
      * flag this read is skipped; on shm it would fetch a line the peer
@@ -146,7 +155,7 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
      * receiver copies it out while we build the next sub-block) */
     __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
     p->tx.head += type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
-        : rb_frame_span(p, &p->tx.cfg, off, type, len);
+        : rb_frame_span_info(p, &p->tx.cfg, off, type, len, info);
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
@@ -180,12 +189,30 @@ static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
         && rb_tx_window(p, 1);
 }
 
+/* A one-frame message of len bytes to a ring the sender knows to be empty
+ * that ends at or past the lap mark (hot_window/32) ends the lap, if it
+ * leaves room for one more such frame (its offset) until it is consumed. */
+static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
+{
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+
+    return p->tx.cfg.hot_window && p->tx.head == p->tx.tail
+        && off >= rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len)
+        && off + p->ovh + rb_pad8(len) >= p->tx.cfg.hot_window / 32;
+}
+
 /* The one DATA frame of len bytes rb_tx_one_fits found room for, its
  * payload in place (rb_tx_payload): publish and write it. */
 static inline __attribute__ ((always_inline))
 int rb_tx_commit(rb_pipe_t * p, size_t len)
 {
-    int rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
+    int rc;
+
+    if (rb_tx_lap_ends(p, len)) {
+        p->tx.wrap = RB_INFO_WRAP;
+        p->stats.wraps++;
+    }
+    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
 
     p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
     return rc;
@@ -297,14 +324,14 @@ static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *l
     return 1;
 }
 
-/* The whole DATA frame of len bytes at ring offset off (rx.tail), none
- * of it consumed before, is consumed now. */
-static inline int rb_rx_advance_data(rb_pipe_t * p, size_t off, size_t len)
+/* The whole DATA frame of len bytes at ring offset off (rx.tail), info its
+ * info word, none of it consumed before, is consumed now. */
+static inline int rb_rx_advance_data(rb_pipe_t * p, size_t off, size_t len, uint64_t info)
 {
     rb_frame_t f;
 
     f.len = len;
-    f.span = rb_frame_span(p, &p->rx.cfg, off, RB_FRAME_DATA, len);
+    f.span = rb_frame_span_info(p, &p->rx.cfg, off, RB_FRAME_DATA, len, info);
     return rb_rx_advance(p, &f, len);
 }
 

@@ -89,7 +89,7 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
         rb_rx_credit_in(p, info);
     f->payload = (uint8_t *) (fr + RB_HDR);
     f->len = len;
-    f->span = rb_frame_span(p, &p->rx.cfg, off, f->type, len);
+    f->span = rb_frame_span_info(p, &p->rx.cfg, off, f->type, len, info);
     if (f->type == RB_FRAME_SWITCH) {
         if (!p->rx.next.ring || p->rx.offer)
             return RDMA_ERR_PROTO;

@@ -70,7 +70,7 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
                  "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B), eager "
                  "from user memory %llu; ring frames %llu (%llu B) in %llu writes, %llu credit "
-                 "writes, %llu rewinds to the hot window, %llu moves to a larger ring; by size "
+                 "writes, %llu rewinds and %llu lap ends in the hot window, %llu moves to a larger ring; by size "
                  "2^k zcopy/copy:",
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
@@ -83,6 +83,7 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
                  (unsigned long long) l->pipe.stats.writes_tx,
                  (unsigned long long) l->pipe.stats.credits_tx,
                  (unsigned long long) l->pipe.stats.rewinds,
+                 (unsigned long long) l->pipe.stats.wraps,
                  (unsigned long long) l->pipe.stats.grows);
     for (k = 0; k < ZC_LOG2_MAX && n >= 0 && (size_t) n < len; k++)
         if (st->zc_by_log2[k] + st->copy_by_log2[k])

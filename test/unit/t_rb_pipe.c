@@ -403,29 +403,32 @@ static void t_pingpong(void)
 }
 
 /* Hot window: a quiet ping-pong stays in the first hot_window bytes (plus
- * one frame) in every mode; a ring with unconsumed frames is not rewound. */
+ * one frame) in every mode, by PAD rewinds or lap ends; a ring with
+ * unconsumed frames is not rewound and its lap does not end early. */
 static void t_hot(rb_mode_t mode, int completion, const char *name)
 {
     rb_config_t c = t_cfg(65536, 64, 1024, 16384, mode);
     uint8_t m[200] = { 0 }, r[200];
-    uint64_t rewinds;
+    uint64_t back;
     int i, good;
 
     c.hot_window = 1024;
     c.completion_driven = completion;
     pair_init(&c);
     ok(pingpong_run(5000), "hot window, %s: 5000 ping-pong messages verify", name);
-    ok(A.max_end <= 1024 + 256 && B.max_end <= 1024 + 256 && A.p.stats.rewinds > 0,
-       "hot window, %s: writes stay below %d bytes (%zu, %zu; %llu rewinds)", name, 1024 + 256,
-       A.max_end, B.max_end, (unsigned long long) A.p.stats.rewinds);
+    ok(A.max_end <= 1024 + 256 && B.max_end <= 1024 + 256
+       && A.p.stats.rewinds + A.p.stats.wraps > 0,
+       "hot window, %s: writes stay below %d bytes (%zu, %zu; %llu rewinds, %llu lap ends)", name,
+       1024 + 256, A.max_end, B.max_end, (unsigned long long) A.p.stats.rewinds,
+       (unsigned long long) A.p.stats.wraps);
     /* a fresh pair: whether the ping-pong left a rewind due depends on
      * where it stopped; no frame is consumed from here on */
     pair_init(&c);
     good = put_landed(&A, m, 100) == 100 && get1(&B, r, sizeof(r)) == 100;
-    rewinds = A.p.stats.rewinds;
+    back = A.p.stats.rewinds + A.p.stats.wraps;
     for (i = 0; i < 40; i++)
         good &= put1(&A, m, 100) == 100;
-    ok(good && A.max_end > 4096 && A.p.stats.rewinds == rewinds,
+    ok(good && A.max_end > 4096 && A.p.stats.rewinds + A.p.stats.wraps == back,
        "hot window, %s: a ring with frames in it is not rewound (%zu)", name, A.max_end);
 }
 
@@ -445,6 +448,43 @@ static void t_publish(void)
        "flag publishes: frame read, its tail-flag word never written");
     flows_init(f, 1 << 20);
     ok(flows_run(f, 2, 3000, 8) == 0, "flag publishes: 1 MiB each way, random sizes and iov splits");
+}
+
+/* Lap ends (RB_INFO_WRAP) on a flag-publishing pipe, lap mark 1024/32 = 32
+ * bytes, 64-byte slots: an 8-byte ping-pong takes the slots at 0 and 64
+ * alone.  After a lap end the sender has the frame's offset (64 bytes) of
+ * room; the receiver's release of it returns credit at once, so a one-way
+ * stream from there (the receiver never sends) goes on. */
+static void t_lap(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t m[8] = "lap-end", r[16];
+    unsigned long credits;
+    flow_t f[2];
+    int i, good = 1;
+
+    c.flag_publishes = 1;
+    c.hot_window = 1024;
+    pair_init(&c);
+    for (i = 0; i < 198 && good; i++) {
+        side_t *s = i & 1 ? &B : &A;
+
+        good = put1(s, m, 8) == 8 && get1(s->peer, r, sizeof(r)) == 8 && !memcmp(m, r, 8);
+    }
+    ok(good && A.max_end <= 128 && B.max_end <= 128 && A.p.stats.wraps == 49
+       && B.p.stats.wraps == 49 && A.p.stats.rewinds + B.p.stats.rewinds == 0
+       && A.credits == 49 && B.credits == 49,
+       "lap ends: an 8-byte ping-pong uses two slots (%zu, %zu; %llu lap ends, %lu credits)",
+       A.max_end, B.max_end, (unsigned long long) A.p.stats.wraps, B.credits);
+    /* A's next frame goes to the empty ring at 64: it ends the lap */
+    good = put1(&A, m, 8) == 8 && A.p.stats.wraps == 50 && put1(&A, m, 8) == 8
+        && put1(&A, m, 8) == 0;
+    credits = B.credits;
+    ok(good && get1(&B, r, 8) == 8 && B.credits == credits + 1 && put1(&A, m, 8) == 8,
+       "lap ends: 64 bytes of room after one, credit at its release");
+    flows_init(f, 1 << 18);
+    ok(get1(&B, r, 8) == 8 && get1(&B, r, 8) == 8 && flows_run(f, 1, 200, 2) == 0,
+       "lap ends: a one-way stream of small messages after one verifies");
 }
 
 /* The express receive path (rb_pipe_t.express): taken on a flag-
@@ -1346,6 +1386,7 @@ int main(void)
     t_hot(RB_MODE_PIGGYBACK, 0, "flags");
     t_hot(RB_MODE_BASIC, 0, "basic");
     t_hot(RB_MODE_PIGGYBACK, 1, "completion-driven");
+    t_lap();
     t_publish();
     t_express();
     t_both_full();
