@@ -172,9 +172,9 @@ typedef struct rb_config {
      * through the slots below the mark.  Its release returns credit at
      * once (the skipped bytes pass credit_threshold): a sender that goes
      * on before the frame is consumed has its offset's bytes of room, so
-     * one more frame of its size.  A fixed slot, 512
-     * bytes and 1 KiB of slots took 0.75, 0.76 and 0.85 of a 16 KiB
-     * walk's time per round trip (test/bench/ring_walk.c, 88 B).
+     * one more frame of its size.  A fixed slot, 512 bytes and 1 KiB of
+     * slots took 0.75, 0.76 and 0.85 of a 16 KiB walk's time per round
+     * trip (test/bench/ring_walk.c, 88 B).
      * 0: off; otherwise chunk_size..ring_size/2. */
     size_t hot_window;
     /* 1 where the stage IS the peer's ring and the head flag's release

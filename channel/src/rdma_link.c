@@ -70,8 +70,8 @@ int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
     n = snprintf(buf, len, "zero-copy %llu (%llu B, cache hits %llu/%llu), copy %llu (%llu B), "
                  "pulled %llu (%llu B), refused %llu/%llu, split %llu (pushed %llu B), eager "
                  "from user memory %llu; ring frames %llu (%llu B) in %llu writes, %llu credit "
-                 "writes, %llu rewinds and %llu lap ends in the hot window, %llu moves to a larger ring; by size "
-                 "2^k zcopy/copy:",
+                 "writes, %llu rewinds and %llu lap ends in the hot window, %llu moves to a larger "
+                 "ring; by size 2^k zcopy/copy:",
                  (unsigned long long) st->zc_msgs, (unsigned long long) st->zc_bytes,
                  (unsigned long long) st->hits, (unsigned long long) (st->hits + st->misses),
                  (unsigned long long) st->copy_msgs, (unsigned long long) st->copy_bytes,

@@ -26,7 +26,7 @@ line=$(timeout 300 "$P/bin/mpiexec" -n 4 "$W/mpi_mem" 20 4096 | grep '^mem ')
 awk 'NF == 7 && $1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 && $7 >= 0 { ok = 1 }
     END { exit !ok }' <<< "$line"
 ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max, ring KiB (3 x 512 KiB) and device KiB ($line)"
-cc -O2 -o "$W/ring_walk" "$TOP/test/bench/ring_walk.c" ||
+gcc -O2 -o "$W/ring_walk" "$TOP/test/bench/ring_walk.c" ||
     { echo "Bail out! cannot compile ring_walk"; exit 1; }
 n=$("$W/ring_walk" 1 5000 128 16384 | grep -Ec '^ +(128 +[0-9.]+ +1\.00|16384 +[0-9.]+ +[0-9.]+)$')
 [ "$n" = 2 ]; ok $? "ring_walk: one row per window, ratios to the first (got $n rows)"
