@@ -12,7 +12,10 @@
  * allocates (desc: the ring's address), ring_move points the peer's ring
  * and our stage at the new ones (deferred writes keep the ones they were
  * queued for; old stages are freed at the next init), ring_drop frees;
- * grow_refuse makes ring_new (1) or stage_new (2) fail.  Plus
+ * grow_refuse makes ring_new (1) or stage_new (2) fail.  A pipe whose
+ * frames the flag publishes (cfg.flag_publishes) and whose ring does not
+ * grow runs as over shm: each stage IS the peer's ring (alias), written in
+ * place, and ops->write copies nothing.  Plus
  * deterministic data: rnd(), rnd_in(), pat().
  */
 #ifndef PIPE_PAIR_H_INCLUDED
@@ -29,6 +32,7 @@ typedef struct side side_t;
 struct side {
     rb_pipe_t p;
     uint8_t *stage, *ring;
+    int alias;                  /* stage == peer->ring */
     uint64_t tail_word, head_word;      /* stored by the peer's credit/head */
     side_t *peer;
     int defer;
@@ -77,7 +81,8 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
     if (off + len > s->max_end)
         s->max_end = off + len;
     if (!s->defer) {
-        memcpy(s->peer->ring + off, s->stage + off, len);
+        if (!s->alias)
+            memcpy(s->peer->ring + off, s->stage + off, len);
         return 0;
     }
     if (s->qt - s->qh == QMAX)
@@ -230,9 +235,11 @@ static inline rb_config_t t_cfg(size_t ring, size_t chunk, size_t maxf, size_t t
     return c;
 }
 
-static inline int side_init(side_t * s, side_t * peer, const rb_config_t * cfg)
+/* Memory of s, freed first; the stage stays NULL where it will alias. */
+static inline int side_alloc(side_t * s, side_t * peer, const rb_config_t * cfg)
 {
-    free(s->stage);
+    if (!s->alias)
+        free(s->stage);
     free(s->ring);
     free(s->new_ring);
     free(s->new_stage);
@@ -240,17 +247,24 @@ static inline int side_init(side_t * s, side_t * peer, const rb_config_t * cfg)
         free(s->old[--s->n_old]);
     memset(s, 0, sizeof(*s));
     s->peer = peer;
-    s->stage = t_zalloc(cfg->ring_size);
+    s->alias = cfg->flag_publishes && cfg->ring_max <= cfg->ring_size;
+    s->stage = s->alias ? NULL : t_zalloc(cfg->ring_size);
     s->ring = t_zalloc(cfg->ring_size);
-    if (!s->stage || !s->ring)
-        return -1;
+    return (s->alias || s->stage) && s->ring ? 0 : -1;
+}
+
+static inline int side_init(side_t * s, const rb_config_t * cfg)
+{
+    if (s->alias)
+        s->stage = s->peer->ring;
     return rb_pipe_init(&s->p, cfg, cfg->ring_max > cfg->ring_size ? &t_grow_ops : &t_ops, s,
                         s->stage, &s->tail_word, s->ring, &s->head_word);
 }
 
 static inline int pair_init(const rb_config_t * cfg)
 {
-    return side_init(&A, &B, cfg) || side_init(&B, &A, cfg) ? -1 : 0;
+    return side_alloc(&A, &B, cfg) || side_alloc(&B, &A, cfg) || side_init(&A, cfg)
+        || side_init(&B, cfg) ? -1 : 0;
 }
 
 /* ---- deterministic data ---- */
