@@ -4,10 +4,10 @@
  * side, rb_rx.c receive side, rb_grow.c) and the small-message one that
  * rb_pipe.h inlines into its callers (rb_pipe_put_small, rb_pipe_view,
  * rb_pipe_view_done).  Memory ordering is noted where it is carried:
- * rb_tx_frame (release of the head flag), rb_rx_release (relaxed clears,
- * ordered by the credit's release); the acquire side is rb_rx.c's
- * rb_rx_parse and rb_rx_parse_express below.  Internal to the pipe: only
- * rb_pipe.h includes it.
+ * rb_tx_frame (release of the head flag, which also orders rb_tx_stale's
+ * zero), rb_rx_release (relaxed clears, ordered by the credit's release);
+ * the acquire side is rb_rx.c's rb_rx_parse and rb_rx_parse_express
+ * below.  Internal to the pipe: only rb_pipe.h includes it.
  */
 #ifndef RB_FRAME_H_INCLUDED
 #define RB_FRAME_H_INCLUDED
@@ -127,6 +127,20 @@ static inline int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned fr
     return RDMA_OK;
 }
 
+/* Lazy pipes (rb_pipe_t.lazy), before the frame of `wrote` bytes at ring
+ * offset off, spanning span, is published: the receiver will clear its
+ * flag word, and all its chunk words if it has at most RB_CLEAR_ALL
+ * chunks; a larger frame leaves the others stale.  The word where the next
+ * frame starts, if stale, is zeroed now (the flag's release orders it):
+ * having read this frame's flag, the receiver reads 0 or the next flag
+ * there, never old bytes.  A stale word is inside an older frame, so
+ * consumed already: frames tile each lap and this one's bytes are
+ * consumed; a word not known consumed is an older frame's start.  Out of
+ * line (rb_pipe.c), and only once a large frame has passed: the first
+ * small frame sent to an empty ring after that zeroes every stale word
+ * (all consumed), so small messages alone never pay for it. */
+void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span);
+
 /* Complete the frame whose payload is in place at tx.head and publish it
  * in the stage; returns its ring offset.  Space was checked by the caller. */
 static inline __attribute__ ((always_inline))
@@ -138,6 +152,8 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
     uint64_t flag = (uint64_t) p->tx.seq << 32 | (uint64_t) len << 2 | 1;
     uint64_t info = (p->tx.cfg.mode == RB_MODE_BASIC ? 0 : p->rx.tail & RB_CREDIT_MASK)
         | p->tx.ask | p->tx.wrap | (uint64_t) type << 56;
+    uint64_t span = type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
+        : rb_frame_span_info(p, &p->tx.cfg, off, type, len, info);
 
     ((uint64_t *) f)[1] = info;
     p->tx.ask = p->tx.wrap = 0;
@@ -150,12 +166,14 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
             flag ^= 3;
         *tailp = flag;
     }
-    /* release: payload, info and tail flag before the head flag (for shm,
-     * whose stage is the peer's ring, this store publishes the frame: the
-     * receiver copies it out while we build the next sub-block) */
+    if (p->lazy && (p->stale_any || p->ovh + rb_pad8(len) > RB_CLEAR_ALL * p->tx.cfg.chunk_size))
+        rb_tx_stale(p, off, p->ovh + rb_pad8(len), span);
+    /* release: payload, info, tail flag and a stale word's zero before the
+     * head flag (for shm, whose stage is the peer's ring, this store
+     * publishes the frame: the receiver copies it out while we build the
+     * next sub-block) */
     __atomic_store_n((uint64_t *) f, flag, __ATOMIC_RELEASE);
-    p->tx.head += type == RB_FRAME_SWITCH ? rb_switch_span(p->tx.head, p->tx.move.size)
-        : rb_frame_span_info(p, &p->tx.cfg, off, type, len, info);
+    p->tx.head += span;
     p->tx.seq = rb_seq_next(p->tx.seq);
     p->stats.frames_tx++;
     p->stats.bytes_tx += len;
@@ -264,12 +282,16 @@ static inline void rb_rx_credit_in(rb_pipe_t * p, uint64_t info)
 
 /* Release the frame at rx.tail: clear the chunk-start words its bytes cover
  * (so they read as "no frame" when reused; the rest of a PAD frame's span
- * was never written), advance, and return credit when due. */
+ * was never written), on a lazy pipe only the flag word of a frame over
+ * RB_CLEAR_ALL chunks (rb_tx_stale); advance, and return credit when
+ * due. */
 static inline int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 {
     volatile uint8_t *r = p->rx.ring + rb_ring_off(&p->rx.cfg, p->rx.tail);
     uint64_t c, wrote = p->ovh + rb_pad8(f->len);
 
+    if (p->lazy && wrote > RB_CLEAR_ALL * p->rx.cfg.chunk_size)
+        wrote = 1;
     /* relaxed: the credit's release store (ops->credit, or the head flag
      * of the next frame that piggybacks it) orders these before reuse */
     for (c = 0; c < wrote; c += p->rx.cfg.chunk_size)

@@ -39,10 +39,60 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     p->tail_flag = !cfg->flag_publishes && !cfg->completion_driven;
     p->ovh = p->tail_flag ? RB_FRAME_OVERHEAD : RB_HDR;
     p->express = cfg->flag_publishes && !cfg->completion_driven && !basic;
+    p->lazy = cfg->flag_publishes && cfg->ring_max <= cfg->ring_size
+        && cfg->ring_size / cfg->chunk_size <= RB_STALE_BITS;
     return RDMA_OK;
 }
 
 /* ---- send side ---- */
+
+/* Set (set = 1) or clear bits [from, to) of the lazy sender's stale[]. */
+static void rb_stale_mark(uint64_t * b, size_t from, size_t to, int set)
+{
+    for (; from < to; from = (from | 63) + 1) {
+        uint64_t m = ~(uint64_t) 0 << (from & 63);
+
+        if (to - (from & ~(size_t) 63) < 64)
+            m &= ~(~(uint64_t) 0 << (to & 63));
+        b[from / 64] = set ? b[from / 64] | m : b[from / 64] & ~m;
+    }
+}
+
+/* The ring is empty (every frame consumed) but for a small frame with a
+ * payload (not a PAD, which precedes large frames too) about to go out,
+ * whose bits are clear: zero every stale word, so small messages stop
+ * paying for rb_tx_stale until a large frame comes. */
+static void rb_tx_stale_sweep(rb_pipe_t * p)
+{
+    size_t i, k = p->tx.cfg.chunk_size, words = (p->tx.cfg.ring_size / k + 63) / 64;
+    uint8_t *w;
+
+    for (i = 0; i < words; i++)
+        for (; p->stale[i]; p->stale[i] &= p->stale[i] - 1) {
+            w = p->tx.stage + (i * 64 + (size_t) __builtin_ctzll(p->stale[i])) * k;
+            __atomic_store_n((uint64_t *) w, 0, __ATOMIC_RELAXED);
+        }
+    p->stale_any = 0;
+}
+
+void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span)
+{
+    size_t k = p->tx.cfg.chunk_size, c = off / k, n = (wrote + k - 1) / k;
+    size_t t = rb_ring_off(&p->tx.cfg, p->tx.head + span) / k;
+
+    if (n <= RB_CLEAR_ALL && wrote > p->ovh && p->tx.head == p->tx.tail) {
+        rb_stale_mark(p->stale, c, c + n, 0);   /* its words: the receiver's */
+        rb_tx_stale_sweep(p);
+        return;
+    }
+    p->stale_any = 1;
+    rb_stale_mark(p->stale, c, c + 1, 0);
+    rb_stale_mark(p->stale, c + 1, c + n, n > RB_CLEAR_ALL);
+    if (p->stale[t / 64] >> (t & 63) & 1) {
+        __atomic_store_n((uint64_t *) (p->tx.stage + t * k), 0, __ATOMIC_RELAXED);
+        rb_stale_mark(p->stale, t, t + 1, 0);
+    }
+}
 
 /* rb_tx_window when the window looks full: retire the credited writes.
  * The credit word is read relaxed: the window only bounds the peer's

@@ -137,6 +137,9 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
 #define RB_LEN_MAX ((1u << 30) - 1)
 #define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
+#define RB_STALE_BITS 16384     /* chunks a lazily cleared ring may have */
+#define RB_CLEAR_ALL 128        /* lazy: frames up to this many chunks are
+                                 * cleared whole at release */
 
 typedef struct rb_config {
     size_t ring_size;           /* bytes; power of two, <= 2^54; where the
@@ -277,6 +280,14 @@ typedef struct rb_pipe {
     /* Grow work owed (rx.offer, tx.move.size): the entry points do it
      * first (rb_grow_step). */
     int pend;
+    /* From cfg at init, the same at both ends: the stage is the peer's ring
+     * (flag_publishes), which does not grow and has at most RB_STALE_BITS
+     * chunks.  The receiver then clears only the flag word of a frame over
+     * RB_CLEAR_ALL chunks (rb_rx_release): its other stores would leave
+     * every line of a large frame modified in its cache, for the sender to
+     * fetch back.  The sender zeroes such a word before a frame can start
+     * there (rb_tx_stale, stale[]). */
+    int lazy;
     struct {
         rb_config_t cfg;        /* fitted to the peer's ring (rb_config_fit) */
         uint8_t *stage;
@@ -326,6 +337,10 @@ typedef struct rb_pipe {
     /* End positions of the uncredited writes (cfg.max_writes), indices
      * mod RB_WRITES_MAX; last, away from the fields every put touches. */
     uint64_t win_end[RB_WRITES_MAX];
+    /* lazy, sender's: bit i set while chunk i's first word may hold an
+     * older frame's payload (rb_tx_stale). */
+    uint64_t stale[RB_STALE_BITS / 64];
+    int stale_any;              /* a bit of stale[] was ever set */
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */

@@ -26,7 +26,7 @@
 #include "rb_pipe.h"
 
 #define QMAX 4096
-#define BUFMAX 8192
+#define BUFMAX 32768
 
 typedef struct side side_t;
 struct side {

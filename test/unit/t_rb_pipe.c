@@ -118,6 +118,15 @@ static int flow_get(flow_t * f, size_t maxlen, int maxiov)
 
 static void flows_land(side_t * s, int land);
 
+/* Where the stage is the peer's ring (alias): the word at s's receive
+ * tail is 0 or the flag of the frame s reads next (t_stale). */
+static int tail_ok(const side_t * s)
+{
+    uint64_t w = *(const uint64_t *) (s->ring + (s->p.rx.tail & (s->p.rx.cfg.ring_size - 1)));
+
+    return !s->alias || !w || (uint32_t) (w >> 32) == s->p.rx.seq;
+}
+
 /* Run flows to completion; -1 on corruption or 2000 idle rounds.  land
  * >= 0: after each put and get, report landed frames (flows_land). */
 static int flows_drive(flow_t * f, int nf, size_t maxlen, int maxiov, int land)
@@ -132,7 +141,7 @@ static int flows_drive(flow_t * f, int nf, size_t maxlen, int maxiov, int land)
             flows_land(f[i].tx, land);
             moved |= flow_get(&f[i], maxlen, maxiov);
             flows_land(f[i].rx, land);
-            if (f[i].bad)
+            if (f[i].bad || !tail_ok(f[i].rx))
                 return -1;
             busy |= f[i].rcvd < f[i].total;
         }
@@ -450,29 +459,72 @@ static void t_publish(void)
     ok(flows_run(f, 2, 3000, 8) == 0, "flag publishes: 1 MiB each way, random sizes and iov splits");
 }
 
-/* A flag-publishing pipe clears only a released frame's flag word
- * (rb_rx_release); the sender zeroes the word where its next frame starts
- * (rb_tx_zero_next).  Four 1008-byte frames fill the 4 KiB ring, the
- * first holding at ring offset 64 the very flag the receiver expects
- * there one lap later; an 8-byte frame at 0 then leaves the receiver
- * polling 64, inside that old frame: it must find nothing. */
-static void t_stale(void)
+/* A word at a frame start is 0 or the next frame's flag, never old bytes:
+ * rb_rx_release clears a released frame's chunk words, on a lazy pipe
+ * (rb_pipe_t.lazy) only the flag word of a frame over RB_CLEAR_ALL
+ * chunks, and the sender zeroes such words before a frame can start there
+ * (rb_tx_stale).  Frames of `len` bytes fill the 32 KiB ring, the first
+ * holding at ring offset 64 the very flag the receiver expects there one
+ * lap later; an 8-byte frame at 0 then leaves the receiver polling 64,
+ * inside that old frame: it must find nothing. */
+static void t_stale(size_t len, const char *what)
 {
-    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
-    uint64_t fake[2] = { (uint64_t) 6 << 32 | 8 << 2 | 1, 0 };     /* seq 6, 8 B, DATA */
-    uint8_t big[1008], r[1008];
-    int i, good = 1;
+    rb_config_t c = t_cfg(32768, 64, 16384, 16384, RB_MODE_PIGGYBACK);
+    uint32_t seq = 32768 / (16 + len) + 2;
+    uint64_t fake[2] = { (uint64_t) seq << 32 | 8 << 2 | 1, 0 };   /* 8 B, DATA */
+    uint8_t big[16368], r[16368];
+    size_t i, good = 1;
 
     c.flag_publishes = 1;
     pair_init(&c);
-    memset(big, 0x5a, sizeof(big));
+    memset(big, 0x5a, len);
     memcpy(big + 64 - 16, fake, sizeof(fake));
-    for (i = 0; i < 4 && good; i++)
-        good = put1(&A, big, sizeof(big)) == sizeof(big) && get1(&B, r, sizeof(r)) == sizeof(r);
-    ok(good && A.p.tx.seq == 5 && put1(&A, "lap two!", 8) == 8 && get1(&B, r, 8) == 8
+    for (i = 0; i < 32768 / (16 + len) && good; i++)
+        good = put1(&A, big, len) == len && get1(&B, r, len) == len;
+    ok(good && A.p.lazy && put1(&A, "lap two!", 8) == 8 && get1(&B, r, 8) == 8
        && !memcmp(r, "lap two!", 8) && get1(&B, r, 8) == 0 && put1(&A, "and next", 8) == 8
        && get1(&B, r, 8) == 8 && !memcmp(r, "and next", 8),
-       "flag publishes: an old frame's bytes where the next frame starts are no frame");
+       "flag publishes, %s: an old frame's bytes where the next frame starts are no frame", what);
+}
+
+/* The first small frame to an empty lazy ring after large ones zeroes
+ * every stale word (rb_tx_stale), but not its own payload: two 16 KiB
+ * frames fill the 32 KiB ring, a reply carries their credit, then a
+ * 4 KiB frame at offset 0 lies over the first one's stale chunk words. */
+static void t_sweep(void)
+{
+    rb_config_t c = t_cfg(32768, 64, 16384, 16384, RB_MODE_PIGGYBACK);
+    uint8_t big[16368], r[16368];
+    size_t i;
+    int good = 1;
+
+    c.flag_publishes = 1;
+    pair_init(&c);
+    for (i = 0; i < sizeof(big); i++)
+        big[i] = pat(0, i);
+    for (i = 0; i < 2 && good; i++)
+        good = put1(&A, big, sizeof(big)) == sizeof(big) && get1(&B, r, sizeof(r)) == sizeof(r);
+    good = good && put1(&B, "credit", 6) == 6 && get1(&A, r, 6) == 6 && A.p.tx.head == A.p.tx.tail
+        && A.p.stale_any && put1(&A, big, 4096) == 4096 && !A.p.stale_any;
+    memset(r, 0, 4096);
+    ok(good && get1(&B, r, sizeof(r)) == 4096 && !memcmp(r, big, 4096) && tail_ok(&B),
+       "lazy clearing: a small frame to an empty ring zeroes the stale words, not its own");
+}
+
+/* Lazy clearing in random flows with frames up to 16 KiB and a hot
+ * window: every byte verified, and after every get the word at the
+ * receiver's tail is 0 or the next frame's flag (flows_drive's tail_ok). */
+static void t_lazy(void)
+{
+    rb_config_t c = t_cfg(65536, 64, 16384, 16384, RB_MODE_PIGGYBACK);
+    flow_t f[2];
+
+    c.flag_publishes = 1;
+    c.hot_window = 16384;
+    pair_init(&c);
+    flows_init(f, 1 << 23);
+    ok(A.p.lazy && flows_run(f, 2, BUFMAX, 8) == 0 && A.p.stale_any && B.p.stale_any,
+       "lazy clearing: 8 MiB each way, frames up to 16 KiB, tail words always 0 or a flag");
 }
 
 /* Lap ends (RB_INFO_WRAP) on a flag-publishing pipe, lap mark 1024/32 = 32
@@ -1413,7 +1465,10 @@ int main(void)
     t_hot(RB_MODE_PIGGYBACK, 1, "completion-driven");
     t_lap();
     t_publish();
-    t_stale();
+    t_stale(1008, "frames cleared whole");
+    t_stale(16368, "frames cleared lazily");
+    t_sweep();
+    t_lazy();
     t_express();
     t_both_full();
     t_deferred();
