@@ -340,7 +340,8 @@ typedef struct rb_pipe {
     /* lazy, sender's: bit i set while chunk i's first word may hold an
      * older frame's payload (rb_tx_stale). */
     uint64_t stale[RB_STALE_BITS / 64];
-    int stale_any;              /* a bit of stale[] was ever set */
+    int stale_any;              /* stale[] may have a bit set (the sweep
+                                 * clears it, rb_tx_stale) */
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */
