@@ -193,20 +193,6 @@ static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
         && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
 }
 
-/* The common small message: all of it fits in one frame at tx.head now
- * (room by the replica, before the ring end, inside the hot window if
- * there is one, no group pending).  rb_pipe_putv's loop would build
- * exactly that frame. */
-static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
-{
-    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
-    uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
-
-    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
-        && span <= rb_tx_room(p) && !p->tx.wr_frames && !rb_tx_past_hot(p, off)
-        && rb_tx_window(p, 1);
-}
-
 /* A one-frame message of len bytes to a ring the sender knows to be empty
  * that ends at or past the lap mark (hot_window/32) ends the lap, if it
  * leaves room for one more such frame (its offset) until it is consumed. */
@@ -219,6 +205,26 @@ static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
         && off + p->ovh + rb_pad8(len) >= p->tx.cfg.hot_window / 32;
 }
 
+/* The common small message: all of it fits in one frame at tx.head now
+ * (room by the replica, before the ring end, no group pending, inside the
+ * hot window if there is one -- or past its frame bytes, but starting
+ * inside it, where the frame ends the lap after a message that also found
+ * the ring empty: a ping-pong of frames over hot_window/4 then takes two
+ * slots instead of a PAD and offset 0 per message, while the first
+ * message of a burst does not leave the rest only its offset of room).
+ * rb_pipe_putv's loop would build exactly that frame. */
+static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
+{
+    size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
+
+    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
+        && span <= rb_tx_room(p) && !p->tx.wr_frames
+        && (!rb_tx_past_hot(p, off)
+            || (p->tx.quiet && off < p->tx.cfg.hot_window && rb_tx_lap_ends(p, len)))
+        && rb_tx_window(p, 1);
+}
+
 /* The one DATA frame of len bytes rb_tx_one_fits found room for, its
  * payload in place (rb_tx_payload): publish and write it. */
 static inline __attribute__ ((always_inline))
@@ -226,6 +232,7 @@ int rb_tx_commit(rb_pipe_t * p, size_t len)
 {
     int rc;
 
+    p->tx.quiet = p->tx.head == p->tx.tail;
     if (rb_tx_lap_ends(p, len)) {
         p->tx.wrap = RB_INFO_WRAP;
         p->stats.wraps++;

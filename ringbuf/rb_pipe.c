@@ -169,6 +169,7 @@ static int rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size
     int rc = RDMA_OK, win = 0;
 
     p->tx.tail = rb_tx_tail_seen(p);
+    p->tx.quiet = p->tx.head == p->tx.tail;
     if (total)
         rc = rb_tx_rewind(p);
     while (done < total && rc == RDMA_OK) {

@@ -105,22 +105,39 @@ static inline size_t MPIDI_CH3I_eagershort_wire_len(const MPIDI_CH3_Pkt_eagersho
 }
 #endif
 
+/* Shared memory: a send packet (eager, ready, synchronous) travels as its
+ * struct padded to MPIDI_CH3I_SHM_SEND_HDR bytes, so that its data starts
+ * 64 bytes into the frame (after the pipe's RB_HDR), on a cache line:
+ * frames start on RING_CHUNK boundaries, 64 bytes or more.  Behind the
+ * whole 80-byte union the data started 32 bytes into a line; aligned, the
+ * ping-pong measured 0.96-0.98x the time from 512 B to 8 KiB (21 pairs).
+ * Other packets, eager-short ones included, keep the union there. */
+#define MPIDI_CH3I_SHM_SEND_HDR (64 - RB_HDR)
+_Static_assert(sizeof(MPIDI_CH3_Pkt_send_t) <= MPIDI_CH3I_SHM_SEND_HDR,
+               "a send packet fits the shared-memory send header");
+
+static inline size_t MPIDI_CH3I_shm_hdr_len(const MPIDI_CH3_Pkt_t * pkt)
+{
+    return pkt->type == MPIDI_CH3_PKT_EAGER_SEND || pkt->type == MPIDI_CH3_PKT_READY_SEND
+        || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND
+        ? MPIDI_CH3I_SHM_SEND_HDR : sizeof(MPIDI_CH3_Pkt_t);
+}
+
 /* Bytes of a CH3 header in vc's pipe, given `have` bytes of it at pkt
  * (at least its type).  Over a NIC, point-to-point packets travel as their
  * own struct, not the whole MPIDI_CH3_Pkt_t union (80 B), and an
  * eager-short one only as far as its data: an 8-byte message is a 48-byte
  * frame instead of 104 on the wire (completion-driven; 56 with a tail
  * flag).  Both sides derive the length from the link's transport (the same
- * at both ends) and the header alone.  Shared memory keeps whole headers:
- * short ones there measured 0.93-0.99x at 128 B-8 KiB but 1.43x at 32 B
- * and 1.15x at 64 B (ping-pong latency ratios, 21 pairs), cause unknown;
- * with 64-byte slots (RING_CHUNK auto) 0.95-0.98x from 64 B and 1.0 below,
- * but 1.54x at 32 B again with 512-byte slots (15 pairs). */
+ * at both ends) and the header alone.  Shared memory pads send packets to
+ * a cache line's data offset instead (MPIDI_CH3I_shm_hdr_len): packed
+ * short, they measured 0.93-0.99x at 128 B-8 KiB but 1.43x at 32 B and
+ * 1.15x at 64 B (ping-pong latency ratios, 21 pairs, 512-byte slots). */
 static inline size_t MPIDI_CH3I_pkt_wire_len(const MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt,
                                              size_t have)
 {
     if (!rdma_chan_over_wire(&vc->ch.conn))
-        return sizeof(MPIDI_CH3_Pkt_t);
+        return MPIDI_CH3I_shm_hdr_len(pkt);
     switch (pkt->type) {
 #if defined(USE_EAGER_SHORT)
         case MPIDI_CH3_PKT_EAGERSHORT_SEND:

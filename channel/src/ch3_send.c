@@ -191,17 +191,18 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
 
 /* iStartMsg(v)'s common case: a header alone, or with one data entry,
  * on a shared-memory pipe with nothing queued, copied straight into one
- * frame, the header at its fixed size (MPIDI_CH3I_pkt_wire_len there);
- * *done is FALSE where it does not apply, and nothing was sent. */
+ * frame, the header at its length there (MPIDI_CH3I_shm_hdr_len); *done
+ * is FALSE where it does not apply, and nothing was sent. */
 static inline int start_small(MPIDI_VC_t * vc, const struct iovec *iov, int n, int *done)
 {
-    const size_t hl = sizeof(MPIDI_CH3_Pkt_t);
-    size_t dl = n == 2 ? iov[1].iov_len : 0;
+    size_t hl, dl = n == 2 ? iov[1].iov_len : 0;
     char *d;
 
     *done = FALSE;
-    if (n > 2 || vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn)
-        || (d = MPIDI_CH3I_RDMA_put_claim(vc, hl + dl)) == NULL)
+    if (n > 2 || vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn))
+        return MPI_SUCCESS;
+    hl = MPIDI_CH3I_shm_hdr_len(iov[0].iov_base);
+    if ((d = MPIDI_CH3I_RDMA_put_claim(vc, hl + dl)) == NULL)
         return MPI_SUCCESS;
     memcpy(d, iov[0].iov_base, hl);
     if (dl)

@@ -71,8 +71,10 @@ cvars:
       description : >-
         Hot window of shared-memory rings, in bytes: a sender that finds its
         ring empty past this offset (or past RING_HOT/32 after a one-frame
-        message), or after a quarter of it in frame bytes, starts at the
-        ring start again (a few warm cache lines and pages).  -1 (16384, at
+        message, which ends the lap), or after a quarter of it in frame
+        bytes (unless such a message ends the lap inside it after one that
+        also found the ring empty), starts at the ring start again (a few
+        warm cache lines and pages).  -1 (16384, at
         most RING_SIZE/4), 0 (off) or RING_CHUNK..RING_SIZE/2 (shm only).
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK

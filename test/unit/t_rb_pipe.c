@@ -564,6 +564,44 @@ static void t_lap(void)
        "lap ends: a one-way stream of small messages after one verifies");
 }
 
+/* Lap ends past the hot window's frame bytes: an 8 KiB ping-pong (frames
+ * over hot_window/4, over RB_CLEAR_ALL chunks) on a 16 KiB window takes the
+ * slots at 0 and 8256, every second frame ending the lap, with no PAD;
+ * the bytes verify.  Bursts (8 KiB, then 100 B before the reply) never end
+ * the lap there: the 8 KiB message finds the ring empty, the one before it
+ * did not (rb_tx_one_fits). */
+static void t_lap_big(void)
+{
+    rb_config_t c = t_cfg(65536, 64, 16384, 16384, RB_MODE_PIGGYBACK);
+    uint8_t m[8192], r[8192];
+    size_t i;
+    int good = 1;
+
+    c.flag_publishes = 1;
+    c.hot_window = 16384;
+    pair_init(&c);
+    for (i = 0; i < 200 && good; i++) {
+        side_t *s = i & 1 ? &B : &A;
+
+        memset(m, (int) i, sizeof(m));
+        good = put1(s, m, sizeof(m)) == sizeof(m) && get1(s->peer, r, sizeof(r)) == sizeof(r)
+            && !memcmp(m, r, sizeof(m));
+    }
+    ok(good && A.max_end <= 2 * 8256 && B.max_end <= 2 * 8256 && A.p.stats.wraps == 50
+       && B.p.stats.wraps == 50 && A.p.stats.rewinds + B.p.stats.rewinds == 0,
+       "lap ends: an 8 KiB ping-pong uses two slots, no PAD (%zu, %zu; %llu lap ends, "
+       "%llu rewinds)", A.max_end, B.max_end, (unsigned long long) A.p.stats.wraps,
+       (unsigned long long) (A.p.stats.rewinds + B.p.stats.rewinds));
+    pair_init(&c);
+    for (i = 0; i < 50 && good; i++)
+        good = put1(&A, m, sizeof(m)) == sizeof(m) && put1(&A, m, 100) == 100
+            && get1(&B, r, sizeof(r)) == sizeof(r) && get1(&B, r, 100) == 100
+            && put1(&B, m, 8) == 8 && get1(&A, r, 8) == 8;
+    ok(good && A.p.stats.wraps == 0 && A.p.stats.rewinds > 0,
+       "lap ends: bursts of 8 KiB and 100 B do not end the lap (%llu lap ends, %llu rewinds)",
+       (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
+}
+
 /* The express receive path (rb_pipe_t.express): taken on a flag-
  * publishing pipe for a whole DATA frame (rb_pipe_peek's record of the
  * frame, rx.seen, stays unused), with the piggybacked credit read and the
@@ -1464,6 +1502,7 @@ int main(void)
     t_hot(RB_MODE_BASIC, 0, "basic");
     t_hot(RB_MODE_PIGGYBACK, 1, "completion-driven");
     t_lap();
+    t_lap_big();
     t_publish();
     t_stale(1008, "frames cleared whole");
     t_stale(16368, "frames cleared lazily");
