@@ -70,12 +70,10 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Hot window of shared-memory rings, in bytes: a sender that finds its
-        ring empty past this offset (or past RING_HOT/32 after a one-frame
-        message, which ends the lap), or after a quarter of it in frame
-        bytes (unless such a message ends the lap inside it after one that
-        also found the ring empty), starts at the ring start again (a few
-        warm cache lines and pages).  -1 (16384, at
-        most RING_SIZE/4), 0 (off) or RING_CHUNK..RING_SIZE/2 (shm only).
+        ring empty past this offset or a quarter of it in frame bytes starts
+        at offset 0 again, or a one-frame message ends the lap past RING_HOT/32
+        (channel/README.md: lap end), so small messages reuse a few warm lines.
+        -1 (16384, at most RING_SIZE/4), 0 (off) or RING_CHUNK..RING_SIZE/2.
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
       category    : CH3_RDMA
