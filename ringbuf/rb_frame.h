@@ -207,12 +207,13 @@ static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
 
 /* The common small message: all of it fits in one frame at tx.head now
  * (room by the replica, before the ring end, no group pending, inside the
- * hot window if there is one -- or past its frame bytes, but starting
- * inside it, where the frame ends the lap after a message that also found
- * the ring empty: a ping-pong of frames over hot_window/4 then takes two
- * slots instead of a PAD and offset 0 per message, while the first
- * message of a burst does not leave the rest only its offset of room).
- * rb_pipe_putv's loop would build exactly that frame. */
+ * hot window if there is one -- or, a frame over hot_window/4 on its own,
+ * past the window's frame bytes but starting inside it, where it ends the
+ * lap after a message that also found the ring empty: a ping-pong of such
+ * frames then takes two slots instead of a PAD and offset 0 per message,
+ * while neither the first message of a burst nor a small one before
+ * streamed data leaves the rest only its offset of room).  rb_pipe_putv's
+ * loop would build exactly that frame. */
 static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
@@ -221,7 +222,8 @@ static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
     return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
         && span <= rb_tx_room(p) && !p->tx.wr_frames
         && (!rb_tx_past_hot(p, off)
-            || (p->tx.quiet && off < p->tx.cfg.hot_window && rb_tx_lap_ends(p, len)))
+            || (p->tx.quiet && span > p->tx.cfg.hot_window / 4 && off < p->tx.cfg.hot_window
+                && rb_tx_lap_ends(p, len)))
         && rb_tx_window(p, 1);
 }
 

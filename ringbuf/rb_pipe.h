@@ -172,9 +172,10 @@ typedef struct rb_config {
      * empty ring that ends at or past the lap mark, hot_window/32, at an
      * offset of at least its own span, ends the lap (RB_INFO_WRAP: its
      * span runs to the ring end, for both sides), so a ping-pong cycles
-     * through the slots below the mark; past hot_window/4 frame bytes, if
-     * it starts inside the window and the message before it also found
-     * the ring empty (tx.quiet: a ping-pong, not a burst's first).  Its release returns credit at
+     * through the slots below the mark; a frame over hot_window/4 also
+     * past that many frame bytes, if it starts inside the window and the
+     * message before it also found the ring empty (tx.quiet: a ping-pong,
+     * not a burst's first).  Its release returns credit at
      * once (the skipped bytes pass credit_threshold): a sender that goes
      * on before the frame is consumed has its offset's bytes of room, so
      * one more frame of its size.  A fixed slot, 512 bytes and 1 KiB of

@@ -569,7 +569,8 @@ static void t_lap(void)
  * slots at 0 and 8256, every second frame ending the lap, with no PAD;
  * the bytes verify.  Bursts (8 KiB, then 100 B before the reply) never end
  * the lap there: the 8 KiB message finds the ring empty, the one before it
- * did not (rb_tx_one_fits). */
+ * did not (rb_tx_one_fits).  A small frame past the quarter rewinds as
+ * before, even after a ping-pong (rb_tx_one_fits). */
 static void t_lap_big(void)
 {
     rb_config_t c = t_cfg(65536, 64, 16384, 16384, RB_MODE_PIGGYBACK);
@@ -599,6 +600,12 @@ static void t_lap_big(void)
             && put1(&B, m, 8) == 8 && get1(&A, r, 8) == 8;
     ok(good && A.p.stats.wraps == 0 && A.p.stats.rewinds > 0,
        "lap ends: bursts of 8 KiB and 100 B do not end the lap (%llu lap ends, %llu rewinds)",
+       (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
+    pair_init(&c);
+    good = put1(&A, m, sizeof(m)) == sizeof(m) && get1(&B, r, sizeof(r)) == sizeof(r)
+        && put1(&B, m, 8) == 8 && get1(&A, r, 8) == 8 && put1(&A, m, 100) == 100;
+    ok(good && A.p.stats.wraps == 0 && A.p.stats.rewinds == 1,
+       "lap ends: a small message after an 8 KiB ping-pong rewinds (%llu lap ends, %llu rewinds)",
        (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
 }
 
