@@ -110,7 +110,7 @@ static inline size_t MPIDI_CH3I_eagershort_wire_len(const MPIDI_CH3_Pkt_eagersho
  * 64 bytes into the frame (after the pipe's RB_HDR), on a cache line:
  * frames start on RING_CHUNK boundaries, 64 bytes or more.  Behind the
  * whole 80-byte union the data started 32 bytes into a line; aligned, the
- * ping-pong measured 0.96-0.98x the time from 512 B to 8 KiB (21 pairs).
+ * ping-pong measured 0.96-0.98x the time from 512 B to 8 KiB (11 pairs).
  * Other packets, eager-short ones included, keep the union there. */
 #define MPIDI_CH3I_SHM_SEND_HDR (64 - RB_HDR)
 _Static_assert(sizeof(MPIDI_CH3_Pkt_send_t) <= MPIDI_CH3I_SHM_SEND_HDR,
