@@ -494,7 +494,10 @@ static inline rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec 
  * itself (a header of fixed size): where the len bytes of a DATA frame go
  * now, or NULL (nothing sent: use rb_pipe_put_small).  The caller writes
  * exactly len bytes there, then calls rb_pipe_commit(p, len) before any
- * other call on p. */
+ * other call on p.  On a flag-publishing pipe the receiver polls the
+ * cache line that holds the head flag and the first 64 - RB_HDR bytes:
+ * writing those last keeps the line from crossing over while the rest is
+ * copied. */
 static inline void *rb_pipe_claim(rb_pipe_t * p, size_t len)
 {
     return !p->pend && rb_tx_one_fits(p, len) ? rb_tx_payload(p, len) : NULL;
