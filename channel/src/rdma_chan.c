@@ -260,6 +260,9 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
         }
         if (st != RDMA_OK)
             return st;
+        if (rdma_link_config_fit(&ch->cfg.link[k], ch->xp[k].ops, ch->xp[k].xp, ch->msg,
+                                 sizeof(ch->msg)) && ch->cfg.verbose)
+            fprintf(stderr, "[ch3:rdma] rank %d: %s\n", ch->rank, ch->msg);
         n += snprintf(card + n, n < len ? len - n : 0, "%s:%s;", ch->xp[k].key, frag);
         ch->ring_idle_on |= ch->cfg.ring_idle > 0
             && ch->cfg.link[k].ring.ring_max > ch->cfg.link[k].ring.ring_size;

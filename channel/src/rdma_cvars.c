@@ -259,9 +259,10 @@ cvars:
         How message parts of at least ZCOPY_THRESHOLD bytes move.  copy:
         through the ring (pipelined copy); zcopy: zero-copy rendezvous (the
         receiver pulls with RDMA read from a registered buffer, or with one
-        process_vm_readv copy on the same node); auto: zcopy, except that a
-        verbs connection whose registration-cache hit rate falls below 1/4
-        copies for a while before trying again.
+        process_vm_readv copy on the same node); auto: zcopy, but the ring
+        on shared memory where process_vm_readv took over 3x memcpy's time
+        at start (VERBOSE says) and, for a while, on a verbs connection
+        whose registration-cache hit rate fell below 1/4.
 
     - name        : MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD
       category    : CH3_RDMA
@@ -320,11 +321,10 @@ cvars:
         Cap, in MiB, on the memory the verbs transport keeps pinned at any
         time: the rings, staging areas and control pages of every verbs peer
         (pinned for good) plus the user buffers registered for zero-copy.
-        Idle registrations are dropped, least recently used first, to make
-        room; a buffer that still does not fit goes through the copy path.
-        RCACHE_MAX_MB is clamped to what the rings leave, and MPI_Init fails
-        if they leave nothing.  0: no cap (ulimit -l still applies); else
-        1..1048576.
+        Idle registrations are dropped (LRU) to make room; a buffer that
+        still does not fit is copied.  RCACHE_MAX_MB is clamped to what the
+        rings leave, and MPI_Init fails if they leave nothing.  0: no cap
+        (ulimit -l still applies); else 1..1048576.
 
     - name        : MPIR_CVAR_CH3_RDMA_REG_HELPER
       category    : CH3_RDMA

@@ -21,6 +21,16 @@ rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
     return rc;
 }
 
+int rdma_link_config_fit(rdma_link_config_t * cfg, const rdma_xport_ops_t * ops,
+                         rdma_xport_t * xp, char *why, size_t len)
+{
+    if (cfg->zc.mode != ZC_MODE_AUTO || !ops->zcopy_slow)
+        return 0;
+    if (ops->zcopy_slow(xp, why, len))
+        cfg->zc.mode = ZC_MODE_COPY;
+    return 1;
+}
+
 void rdma_link_landed(rdma_conn_t * c, unsigned frames)
 {
     rb_pipe_landed(&rdma_link_of(c)->pipe, frames);

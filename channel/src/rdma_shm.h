@@ -1,7 +1,8 @@
 /*
- * rdma_shm.h: the shared-memory transport's internals, shared by its two
- * files: rdma_xport_shm.c (the region, peers of the job, the ops table)
- * and rdma_shm_dyn.c (peers outside the job: dynamic processes).
+ * rdma_shm.h: the shared-memory transport's internals, shared by its
+ * files: rdma_xport_shm.c (the region, peers of the job, the ops table),
+ * rdma_shm_dyn.c (peers outside the job: dynamic processes),
+ * rdma_shm_grow.c (growing rings) and rdma_shm_probe.c (zero-copy or not).
  *
  * Each process owns one region, a memfd mapped shared:
  *
@@ -140,5 +141,8 @@ rdma_status_t rdma_shm_dyn_connect(rdma_xport_t * xp, rdma_conn_t * c);
 rdma_status_t rdma_shm_dyn_progress(rdma_xport_t * xp);
 rdma_status_t rdma_shm_dyn_close(rdma_xport_t * xp, rdma_conn_t * c);
 void rdma_shm_dyn_finalize(rdma_xport_t * xp);
+
+/* rdma_shm_probe.c: rdma_xport_ops.zcopy_slow */
+int rdma_shm_zcopy_slow(rdma_xport_t * xp, char *why, size_t len);
 
 #endif /* RDMA_SHM_H_INCLUDED */

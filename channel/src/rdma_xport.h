@@ -221,6 +221,10 @@ struct rdma_xport_ops {
     /* Add the transport's counters to *c (same thread rule as progress),
      * or NULL: it has none. */
     void (*counters) (const rdma_xport_t * xp, rdma_xport_counters_t * c);
+    /* LARGE_PROTOCOL=auto, asked once after open (NULL: never slow): 1 if
+     * this host's zero-copy path is slower than the ring's pipelined copy,
+     * else 0; why: one line of what was measured. */
+    int (*zcopy_slow) (rdma_xport_t * xp, char *why, size_t len);
 };
 
 /* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */

@@ -570,4 +570,5 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .wait_disarm = rdma_shm_wait_disarm,
     .pipe_ops = &rdma_shm_pipe_ops,
     .zc = &rdma_shm_zc_ops,
+    .zcopy_slow = rdma_shm_zcopy_slow,
 };

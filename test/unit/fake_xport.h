@@ -27,6 +27,7 @@
  *                  its connection to that rank dead (FAILED, RDMA_ERR_PEER),
  *                  unless quiesce() closed it (the transport stopped looking)
  *   open2_fails    fake_xport2's open() fails as if there were no device
+ *   zcopy_slow     what zcopy_slow() answers (LARGE_PROTOCOL=auto's probe)
  */
 #ifndef FAKE_XPORT_H_INCLUDED
 #define FAKE_XPORT_H_INCLUDED
@@ -40,6 +41,7 @@ enum { FAKE_RANKS = 4, FAKE_QMAX = 1024, FAKE_WINDOW = 16 };
 
 static struct fake_faults {
     int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer, open2_fails;
+    int zcopy_slow;
     size_t pull_max;
     unsigned long fail_writes_after;
 } fake_faults;
@@ -349,12 +351,20 @@ static void fake_wait_disarm(rdma_xport_t * xp)
     xp->waits[2]++;
 }
 
+static int fake_zcopy_slow(rdma_xport_t * xp, char *why, size_t len)
+{
+    (void) xp;
+    snprintf(why, len, "fake: zero-copy %s", fake_faults.zcopy_slow ? "slow" : "fast");
+    return fake_faults.zcopy_slow;
+}
+
 #define FAKE_OPS(name_, open_)                                                  \
     {.name = name_,.open = open_,.connect = fake_connect,.progress = fake_progress, \
      .quiesce = rdma_xport_quiesce_plain,                                        \
      .close = fake_close,.finalize = fake_finalize,.error = fake_error,            \
      .describe = fake_describe,.wait_arm = fake_wait_arm,.wait = fake_wait,        \
-     .wait_disarm = fake_wait_disarm,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops}
+     .wait_disarm = fake_wait_disarm,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops, \
+     .zcopy_slow = fake_zcopy_slow}
 static const rdma_xport_ops_t fake_xport = FAKE_OPS("fake", fake_open);
 static const __attribute__((unused)) rdma_xport_ops_t fake_xport2 = FAKE_OPS("fake2", fake_open2);
 

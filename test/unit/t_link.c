@@ -5,7 +5,8 @@
  * driven), pulls that are short and complete late, pulls refused, a
  * failing write.  Two ranks in this process stream messages both ways at
  * once, small ones through the ring and large ones by rendezvous, and
- * every byte is checked.
+ * every byte is checked.  LARGE_PROTOCOL=auto on a transport whose
+ * zero-copy path is slow (rdma_link_config_fit) sends them through the ring.
  */
 #include "fake_xport.h"
 #include "rdma_link.h"
@@ -21,6 +22,7 @@ typedef struct node {
 } node_t;
 
 static node_t N[2];
+static zc_mode_t t_mode = ZC_MODE_ZCOPY;        /* the nodes' LARGE_PROTOCOL */
 
 static rdma_conn_t *t_conn_of(void *arg, int rank)
 {
@@ -54,7 +56,7 @@ static int node_open(int rank)
     memset(nd, 0, sizeof(*nd));
     nd->cfg.ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256, .max_frame = 4096,
         .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-    nd->cfg.zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0, 0 };
+    nd->cfg.zc = (zc_config_t) { 16384, t_mode, 0, 0 };
     nd->link[0].xc.peer = 0;
     nd->link[1].xc.peer = 1;
     nd->link[0].xc.ops = nd->link[1].xc.ops = &fake_xport;
@@ -65,7 +67,10 @@ static int node_open(int rank)
     prm.chunk_size = 256;
     prm.ev = (rdma_xport_events_t) { t_conn_of, t_card_of, t_bind, t_ready, rdma_link_landed,
         rdma_link_pulled, rdma_link_sent, NULL, nd };
-    return fake_xport.open(&prm, &nd->xp, card, sizeof(card), err, sizeof(err));
+    if (fake_xport.open(&prm, &nd->xp, card, sizeof(card), err, sizeof(err)) != RDMA_OK)
+        return -1;
+    rdma_link_config_fit(&nd->cfg, &fake_xport, nd->xp, err, sizeof(err));
+    return 0;
 }
 
 static void nodes_close(void)
@@ -204,7 +209,11 @@ static void scenario(const char *what, int both_connect)
         rc = streams_run(&bad, &steps);
     ok(conn && rc == RDMA_OK && bad == 0, "%s: %d messages each way, every byte checked "
        "(%lu steps, rc %d, %zu bad)", what, NMSG, steps, rc, bad);
-    if (conn && !fake_faults.refuse_pulls)
+    if (conn && t_mode == ZC_MODE_AUTO && fake_faults.zcopy_slow)
+        ok(N[0].link[1].zc.stats.zc_msgs == 0 && N[0].link[1].zc.stats.copy_msgs > 0
+           && N[0].link[1].zc.cfg.mode == ZC_MODE_COPY, "%s: large parts went through the ring "
+           "(%llu)", what, (unsigned long long) N[0].link[1].zc.stats.copy_msgs);
+    else if (conn && !fake_faults.refuse_pulls)
         ok(N[0].link[1].zc.stats.zc_msgs > 0 && N[1].link[0].zc.stats.pulled_msgs > 0,
            "%s: large parts went by rendezvous (%llu)", what,
            (unsigned long long) N[0].link[1].zc.stats.zc_msgs);
@@ -230,9 +239,35 @@ static void test_write_fails(void)
     memset(&fake_faults, 0, sizeof(fake_faults));
 }
 
+/* rdma_link_config_fit: only auto follows the probe; forced modes stay. */
+static void test_config_fit(void)
+{
+    static const zc_mode_t modes[] = { ZC_MODE_AUTO, ZC_MODE_AUTO, ZC_MODE_ZCOPY, ZC_MODE_COPY };
+    static const zc_mode_t want[] = { ZC_MODE_COPY, ZC_MODE_AUTO, ZC_MODE_ZCOPY, ZC_MODE_COPY };
+    rdma_xport_ops_t no_probe = fake_xport;
+    rdma_link_config_t cfg;
+    char why[64] = "";
+    int i, good = 1, asked;
+
+    for (i = 0; i < 4; i++) {
+        cfg.zc.mode = modes[i];
+        fake_faults.zcopy_slow = i != 1;
+        asked = rdma_link_config_fit(&cfg, &fake_xport, NULL, why, sizeof(why));
+        good &= cfg.zc.mode == want[i] && asked == (modes[i] == ZC_MODE_AUTO);
+    }
+    no_probe.zcopy_slow = NULL;
+    cfg.zc.mode = ZC_MODE_AUTO;
+    good &= !rdma_link_config_fit(&cfg, &no_probe, NULL, why, sizeof(why))
+        && cfg.zc.mode == ZC_MODE_AUTO;
+    ok(good, "auto copies through the ring only where the transport's zero-copy is slow; "
+       "zcopy and copy forced stay; no probe, auto stays (%s)", why);
+    fake_faults.zcopy_slow = 0;
+}
+
 int main(void)
 {
-    plan(11);
+    plan(16);
+    test_config_fit();
     scenario("flag polling, pulls at once", 0);
     scenario("both connect at once", 1);
     fake_faults.defer_writes = 1;
@@ -243,5 +278,10 @@ int main(void)
     fake_faults.refuse_pulls = 1;
     scenario("pulls refused", 0);
     test_write_fails();
+    t_mode = ZC_MODE_AUTO;
+    fake_faults.zcopy_slow = 1;
+    scenario("auto, zero-copy slow on this host", 0);
+    t_mode = ZC_MODE_AUTO;
+    scenario("auto, zero-copy fast on this host", 0);
     return done_testing();
 }
