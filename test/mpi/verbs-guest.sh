@@ -26,7 +26,8 @@ ptracer_checks() {
         "$W/mpi_ptracer" "$W/pt1"
     expect_output 0 "cma before=$no after-large=ok after-finalize=$no" \
         "Yama scope 1, zero-copy: a rank opens itself at its first exposure, closes at finalize" -- \
-        "${drop[@]}" "$P/bin/mpiexec" -n 2 "$W/mpi_ptracer" "$W/pt2"
+        "${drop[@]}" env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 \
+        "$W/mpi_ptracer" "$W/pt2"
     echo "$old" >$y
 }
 V=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
