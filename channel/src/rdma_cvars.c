@@ -260,7 +260,7 @@ cvars:
         through the ring (pipelined copy); zcopy: zero-copy rendezvous (the
         receiver pulls with RDMA read from a registered buffer, or with one
         process_vm_readv copy on the same node); auto: zcopy, but the ring
-        on shared memory where process_vm_readv took over 3x memcpy's time
+        on shared memory where process_vm_readv took over 1.5x memcpy's time
         at start (VERBOSE says) and, for a while, on a verbs connection
         whose registration-cache hit rate fell below 1/4.
 

@@ -3,15 +3,16 @@
  * when the shm transport opens with LARGE_PROTOCOL=auto
  * (rdma_xport_ops.zcopy_slow).
  *
- * The ring's pipelined copy keeps both cores copying every byte once, in
- * cache: about half a memcpy's bandwidth.  The split CMA copy has both
- * cores copy half each, but process_vm_readv walks and pins every page
- * first: about 1.2 times one CMA stream.  So the ring wins where a CMA
- * copy takes over 2.4 times a memcpy of the same bytes; RDMA_SHM_CMA_SLOW
- * leaves a margin.  Measured (1 MiB, in cache): host D (2-core AMD EPYC,
- * 2026-11-28) 4.1-4.6, where the ring moved 1.5-2.5x the bytes of zero-copy
- * from 64 KiB to 16 MiB; hosts A and B about 1 (memcpy 14.4 GB/s, split
- * CMA 21-28 GB/s), where zero-copy moved 1.6-2x the ring's.
+ * The ring's pipelined copy stays in cache and moves 0.8-1.2 memcpy's
+ * bandwidth here; the split CMA copy walks and pins every page first.
+ * Where a 1 MiB process_vm_readv takes r times a memcpy, zero-copy moves
+ * about 1.35/r of memcpy's bandwidth at 1-4 MiB, and less per byte below
+ * (a fixed cost per call): the ring wins from r = 1.4-1.8 (256 KiB-4 MiB).
+ * Measured: host D (2-core AMD EPYC, 2026-11-28) r = 2.8-4.6 between
+ * phases of the host; at r = 2.8-2.9 the ring moved 1.6-1.8x zero-copy's
+ * bytes at 1-4 MiB and 2-5x at 32-512 KiB (11 pairs).  Hosts A and B
+ * r = 1 (memcpy 14.4 GB/s, split CMA 21-28 GB/s): zero-copy moved 1.6-2x
+ * the ring's.  RDMA_SHM_CMA_SLOW sits between the two.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE             /* process_vm_readv */
@@ -27,7 +28,7 @@
 
 #define RDMA_SHM_PROBE_LEN (1u << 20)
 #define RDMA_SHM_PROBE_REPS 3
-#define RDMA_SHM_CMA_SLOW 3.0
+#define RDMA_SHM_CMA_SLOW 1.5
 
 static double rdma_shm_now(void)
 {
@@ -80,7 +81,7 @@ int rdma_shm_zcopy_slow(rdma_xport_t * xp, char *why, size_t len)
     else {
         slow = t_cma > RDMA_SHM_CMA_SLOW * t_copy;
         snprintf(why, len, "shm: large messages %s: process_vm_readv took %.1fx memcpy's time "
-                 "(1 MiB: %.1f vs %.1f GB/s; the ring from %.0fx)", slow ? "through the ring"
+                 "(1 MiB: %.1f vs %.1f GB/s; the ring from %.1fx)", slow ? "through the ring"
                  : "zero-copy", t_cma / t_copy, 1e-9 * (double) n / t_cma,
                  1e-9 * (double) n / t_copy, RDMA_SHM_CMA_SLOW);
     }
