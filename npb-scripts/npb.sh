@@ -147,6 +147,21 @@ run_once() {  # run_once LOG NP BINARY
     fi
 }
 
+# DIR/builds.csv: what each label ran.  A label now naming another build
+# or environment than before in DIR loses its earlier rows, or the report
+# would list one build beside another one's times.
+note_build() {
+    local id csv=$OUT/builds.csv res=$OUT/results.csv
+    id="$LABEL,$PREFIX,$(lib_id "$PREFIX"),$ENV"
+    grep -qxF -- "$id" "$csv" 2>/dev/null && return
+    if grep -q "^$LABEL," "$csv" 2>/dev/null; then
+        log "$LABEL in $OUT was another build ($(grep "^$LABEL," "$csv" | cut -d, -f2-3)): its results there are dropped"
+        awk -F, -v l="$LABEL" '$1 != l' "$csv" > "$csv.tmp" && mv "$csv.tmp" "$csv"
+        awk -F, -v l="$LABEL" 'NR == 1 || $1 != l' "$res" > "$res.tmp" && mv "$res.tmp" "$res"
+    fi
+    echo "$id" >> "$csv"
+}
+
 cmd_run() {
     local tree np c b r bin rlog secs ok
     [ -n "$OUT" ] || die "run needs --out DIR"
@@ -154,8 +169,7 @@ cmd_run() {
     tree=$(npb_tree "$NAME")
     mkdir -p "$OUT/logs/$LABEL" "$OUT/work"
     [ -f "$OUT/results.csv" ] || echo "build,benchmark,class,np,rep,seconds,verified" > "$OUT/results.csv"
-    grep -q "^$LABEL," "$OUT/builds.csv" 2>/dev/null ||
-        echo "$LABEL,$PREFIX,$(lib_id "$PREFIX"),$ENV" >> "$OUT/builds.csv"
+    note_build
     for np in $NP; do for c in $CLASSES; do for b in $BENCHMARKS; do
         if [[ $b == bt || $b == sp ]] && ! is_square "$np"; then
             log "skipping $b.$c at np=$np (needs a square rank count)"; continue

@@ -2,7 +2,7 @@
 # npb.sh report on made-up results: medians and minima of verified reps, ratios to
 # nemesis, FAIL cells, summary lines (no MPI needed).
 . "$(dirname "$0")/../lib.sh"
-plan 8
+plan 10
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
 cat > "$D/results.csv" <<'CSV'
 build,benchmark,class,np,rep,seconds,verified
@@ -26,4 +26,18 @@ grep -q '/p/r. (libmpi abc 2026-01-01T00:00) X=1' "$D/report.md"; ok $? "builds,
 grep -qx -- '- Run in the test bed: ranks round-robin over hosts node0,node1' "$D/report.md"; ok $? "where it ran (context.txt) is listed"
 out=$("$TOP/npb-scripts/main-job.sh" --vm --nodes 0 2>&1); rc=$?
 [ $rc != 0 ] && echo "$out" | grep -q -- "--nodes takes a positive integer, not '0'"; ok $? "main-job rejects --nodes 0 by name"
+# A label rerun against another build in the same DIR: its old rows go.
+C=$D/cache; T=$C/npb/fake/src/NPB3.4-MPI
+mkdir -p "$T/config" "$T/bin" "$D/p1/bin" "$D/p2/bin" "$D/run"
+touch "$C/npb/fake/.extracted" "$T/config/make.def.template"
+printf '#!/bin/sh\necho " Time in seconds = 1.25"; echo " Verification    =               SUCCESSFUL"\n' > "$T/bin/cg.S.x"
+printf '#!/bin/sh\nshift 2; exec "$@"\n' > "$D/p1/bin/mpiexec"
+cp "$D/p1/bin/mpiexec" "$D/p2/bin/mpiexec"; chmod +x "$T/bin/cg.S.x" "$D"/p?/bin/mpiexec
+run() { CH3RDMA_CACHE=$C "$TOP/npb-scripts/npb.sh" run --prefix "$D/$1" --name fake --label x \
+    --classes S --np 1 --reps 2 --benchmarks cg --out "$D/run" > "$D/run.log" 2>&1; }
+run p1 && run p1 && [ "$(grep -c '^x,' "$D/run/results.csv")" = 2 ] && grep -q "^x,$D/p1," "$D/run/builds.csv"
+ok $? "a rerun of the same build replaces its rows"
+run p2 && [ "$(grep -c '^x,' "$D/run/results.csv")" = 2 ] && [ "$(grep -c '^x,' "$D/run/builds.csv")" = 1 ] \
+    && grep -q "^x,$D/p2," "$D/run/builds.csv" && grep -q "was another build" "$D/run.log"
+ok $? "a label rerun against another build drops the old build's rows and names the new one"
 done_testing
