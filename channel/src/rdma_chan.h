@@ -232,7 +232,8 @@ int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long 
 void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep);
 
 /* Idle polls before blocking: cfg.poll_spins, or none when `local` ranks
- * share `cores` cores (oversubscribed), else RDMA_SPINS_AUTO (rdma_chan_wait.c). */
+ * share `cores` cores (oversubscribed), else more with node peers than
+ * without (rdma_chan_wait.c). */
 int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores);
 
 /* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */

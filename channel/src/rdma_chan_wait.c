@@ -5,19 +5,21 @@
 #include <time.h>
 #include "rdma_chan.h"
 
-/* Auto spin budget with a core per rank: long enough to outlast an
- * application's own imbalance between exchanges (ch3:nemesis never
- * blocks).  Host D, NAS cg class A np=2 (a wait per 56 KB exchange):
- * 2000 polls blocked on the futex about 350 times a run (strace) and
- * took 1.11-1.17x ch3:nemesis' time; 200,000 blocked once: 1.00 (11
- * alternating pairs each). */
-enum { RDMA_SPINS_AUTO = 200000 };
+/* Auto spin budget with a core per rank.  With peers on the node it is
+ * long enough to outlast an application's own imbalance between
+ * exchanges before the futex sleep (ch3:nemesis never blocks).  Host D,
+ * NAS cg class A np=2 (a wait per 56 KB exchange): 2000 polls blocked
+ * on the futex about 350 times a run (strace) and took 1.10-1.17x
+ * ch3:nemesis' time; 200,000 blocked once: 1.00 (11 alternating pairs
+ * each).  A rank alone on its node keeps 2000: its waits end in 50 us
+ * naps, then the CQ event, not measured this way. */
+enum { RDMA_SPINS_PEERS = 200000, RDMA_SPINS_ALONE = 2000 };
 
 int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
 {
     if (cfg->poll_spins >= 0)
         return cfg->poll_spins;
-    return local > cores ? 0 : RDMA_SPINS_AUTO;
+    return local > cores ? 0 : local > 1 ? RDMA_SPINS_PEERS : RDMA_SPINS_ALONE;
 }
 
 /* With shm peers the waiter is shm's futex, which verbs arrivals cannot

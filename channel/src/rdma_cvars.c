@@ -245,8 +245,8 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Idle polls of a blocking wait before it blocks in the kernel;
-        0..100000000, or -1 (200000, or 0 when the node runs more ranks
-        than it has cores).
+        0..100000000, or -1 (200000 with other ranks on the node, 2000
+        alone, 0 when the node runs more ranks than it has cores).
 
     - name        : MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
       category    : CH3_RDMA

@@ -30,6 +30,7 @@ ok $([[ -n $t ]] && awk -v t="$t" -v T=$T 'BEGIN { exit !(t <= T + 1) }' && echo
 grep -q 'rank 1 on node1' <<<"$out"
 ok $? "the diagnosis names the dead rank and its host"
 [[ $(grep -c . <<<"$out") -lt 40 ]] && grep -E 'kill:|ch3:rdma|rank 1' <<<"$out" | head -5 | diag
+[[ -n $t ]] || { echo "no 'kill:' line; the output ends:"; tail -n 15 <<<"$out"; } | diag
 
 # A receiver whose pinning fails mid-rendezvous (no CAP_IPC_LOCK, 16 MiB
 # memlock, a 64 MiB message whose first 8 MiB it can pin, the rest not)
