@@ -46,14 +46,15 @@ static inline rdma_link_t *rdma_link_of(rdma_conn_t * c)
  * again if it grew (rb_pipe_shrink). */
 rdma_status_t rdma_link_idle(rdma_link_t * l);
 
-/* Events (rdma_xport_events_t): bind the pipe and rendezvous of c to mem;
- * a completion-driven write of `frames` frames landed; pulls finished; an
- * eager write from user memory completed. */
 /* LARGE_PROTOCOL=auto: the links of a transport whose zero-copy path is
  * slow on this host (rdma_xport_ops.zcopy_slow) copy through the ring.
  * 1: it was asked (why says what it measured), 0: not auto or no probe. */
 int rdma_link_config_fit(rdma_link_config_t * cfg, const rdma_xport_ops_t * ops,
                          rdma_xport_t * xp, char *why, size_t len);
+
+/* Events (rdma_xport_events_t): bind the pipe and rendezvous of c to mem;
+ * a completion-driven write of `frames` frames landed; pulls finished; an
+ * eager write from user memory completed. */
 rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
                              const rdma_conn_mem_t * mem);
 void rdma_link_landed(rdma_conn_t * c, unsigned frames);

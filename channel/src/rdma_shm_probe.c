@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -29,14 +28,6 @@
 #define RDMA_SHM_PROBE_LEN (1u << 20)
 #define RDMA_SHM_PROBE_REPS 3
 #define RDMA_SHM_CMA_SLOW 1.5
-
-static double rdma_shm_now(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double) t.tv_sec + 1e-9 * (double) t.tv_nsec;
-}
 
 /* The best of RDMA_SHM_PROBE_REPS copies of len bytes src -> dst, by memcpy
  * and by process_vm_readv from this process; -1 if CMA fails (errno). */
@@ -49,14 +40,14 @@ static int rdma_shm_probe_times(char *dst, char *src, size_t len, double *t_copy
 
     *t_copy = *t_cma = 1e9;
     for (i = 0; i < RDMA_SHM_PROBE_REPS; i++) {
-        t = rdma_shm_now();
+        t = rdma_thread_now();
         memcpy(dst, src, len);
-        if ((t = rdma_shm_now() - t) < *t_copy)
+        if ((t = rdma_thread_now() - t) < *t_copy)
             *t_copy = t;
-        t = rdma_shm_now();
+        t = rdma_thread_now();
         if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t) len)
             return -1;
-        if ((t = rdma_shm_now() - t) < *t_cma)
+        if ((t = rdma_thread_now() - t) < *t_cma)
             *t_cma = t;
     }
     return 0;
