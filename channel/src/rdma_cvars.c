@@ -222,8 +222,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Seconds a peer may stay silent during connection setup before it is
-        reported dead (1..3600).
+        Seconds a silent peer has before it is reported dead: in connection
+        setup, and through RC's retries during the job (1..3600).
 
     - name        : MPIR_CVAR_CH3_RDMA_RING_IDLE
       category    : CH3_RDMA

@@ -110,7 +110,7 @@ enum {
     RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
     RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
     RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
-    RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at most */
+    RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at least */
     RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1, /* write_user's gather list */
     RDMA_VERBS_RETIRED = 16     /* replaced stages awaiting their writes (a ring
                                  * doubles at most log2(64 MiB / 4 KiB) times) */
@@ -335,6 +335,7 @@ int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char 
 int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen);
 int rdma_verbs_gid_pick(rdma_xport_t * xp);
 int rdma_verbs_qp_timeout(double seconds);
+double rdma_verbs_drain_bound(double seconds, int qp_timeout);
 struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp);
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen);
 void rdma_verbs_dev_teardown(rdma_xport_t * xp);

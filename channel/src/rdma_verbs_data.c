@@ -57,7 +57,8 @@
  * meets an RNR NAK and retries (rnr_retry 7: forever): slower, never lost.
  *
  * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
- * from prm->timeout (16..18), rnr_retry 7.  A peer that died while we wait
+ * from prm->timeout (rdma_verbs_qp_timeout: a link outage shorter than 6
+ * tries is ridden out), rnr_retry 7.  A peer that died while we wait
  * for credits leaves nothing in flight to fail, so progress() rewrites the
  * last credit value (idempotent, no immediate) on READY connections without
  * a signalled WR in flight every timeout/4 s; its retry exhaustion reports
@@ -269,17 +270,16 @@ static void rdma_verbs_keepalive(rdma_xport_t * xp)
 /* Before close() destroys vc's QP: wait until every write posted on it has
  * landed at the peer, which may still wait for the last one (CH3's CLOSE
  * ack).  One signalled write after the unsignalled ones covers them all.
- * Bounded for all connections together: RDMA_VERBS_DRAIN_S (or the
- * timeout, if shorter) from the first drain; a dead peer ends it early. */
+ * Bounded for all connections together (rdma_verbs_drain_bound) from the
+ * first drain; a dead peer ends it early. */
 void rdma_verbs_drain(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
-    double bound = xp->prm.timeout < RDMA_VERBS_DRAIN_S ? xp->prm.timeout : RDMA_VERBS_DRAIN_S;
 
     if (!vc->adopted || vc->cm == RDMA_VERBS_CM_DEAD)
         return;
     if (xp->drain_by == 0)
-        xp->drain_by = rdma_verbs_now() + bound;
+        xp->drain_by = rdma_verbs_now() + rdma_verbs_drain_bound(xp->prm.timeout, xp->qp_timeout);
     if (vc->unsig && rdma_verbs_credit_again(vc) != RDMA_OK)
         return;
     while (vc->sig_head != vc->sig_tail && vc->cm != RDMA_VERBS_CM_DEAD)

@@ -209,14 +209,29 @@ int rdma_verbs_gid_pick(rdma_xport_t * xp)
     return ibv_query_gid(xp->ctx, xp->port, xp->gid_index, &xp->gid);
 }
 
-/* RC ACK timeout exponent: (retry_cnt + 1) tries fit in prm->timeout,
- * clamped to 16..18 (0.27..1.07 s per try) to survive TCG emulation. */
+/* RC ACK timeout exponent (4.096 us * 2^t per try): the largest whose
+ * (retry_cnt + 1) tries fit in prm->timeout, so that a dead peer is still
+ * reported within it and a link outage shorter than retry_cnt tries is
+ * ridden out (CONNECT_TIMEOUT's default 60 s: 20, 4.3 s per try, outages up
+ * to 25 s); at least 16 (0.27 s per try) to survive TCG emulation. */
 int rdma_verbs_qp_timeout(double seconds)
 {
-    int t = 18;
+    int t = 31;
     while (t > 16 && (RDMA_VERBS_RETRY_CNT + 1) * 4.096e-6 * (double) (1u << t) > seconds)
         t--;
     return t;
+}
+
+/* close()'s drain, for all connections together: two ACK timeouts (a lost
+ * last packet's retransmission fits), at least RDMA_VERBS_DRAIN_S, at most
+ * the timeout. */
+double rdma_verbs_drain_bound(double seconds, int qp_timeout)
+{
+    double b = 2 * 4.096e-6 * (double) (1u << qp_timeout);
+
+    if (b < RDMA_VERBS_DRAIN_S)
+        b = RDMA_VERBS_DRAIN_S;
+    return b < seconds ? b : seconds;
 }
 
 /* ------------------------------------------- the connection manager's UD QP */

@@ -340,6 +340,28 @@ static void check_mtu_pick(void)
        "path MTU: a message without a valid MTU leaves the local one");
 }
 
+/* ACK timeout: (retry_cnt + 1) tries fit in CONNECT_TIMEOUT, retry_cnt tries
+ * outlast a 15 s link outage at its default (18, 1.07 s per try, did not:
+ * the job failed 7.5 s into the outage); at least 16 under TCG. */
+static void check_qp_timeout(void)
+{
+    int t60 = rdma_verbs_qp_timeout(60);
+    double try60 = 4.096e-6 * (double) (1u << t60);
+
+    ok(t60 == 20 && RDMA_VERBS_RETRY_CNT * try60 > 15.0
+       && (RDMA_VERBS_RETRY_CNT + 1) * try60 <= 60.0,
+       "ACK timeout at CONNECT_TIMEOUT 60 s: exponent %d, %d retries span %.1f s "
+       "(a 15 s outage is ridden out), all tries %.1f s", t60, RDMA_VERBS_RETRY_CNT,
+       RDMA_VERBS_RETRY_CNT * try60, (RDMA_VERBS_RETRY_CNT + 1) * try60);
+    ok(rdma_verbs_qp_timeout(10) == 18 && rdma_verbs_qp_timeout(1) == 16
+       && rdma_verbs_qp_timeout(3600) == 26,
+       "ACK timeout: 18 at 10 s, at least 16 (1 s), 26 at 3600 s");
+    ok(rdma_verbs_drain_bound(60, t60) == 2 * try60 && rdma_verbs_drain_bound(60, 16) == 2.0
+       && rdma_verbs_drain_bound(1, 16) == 1.0,
+       "close()'s drain bound: two ACK timeouts (%.1f s at 60 s), at least 2 s, at most the "
+       "timeout", rdma_verbs_drain_bound(60, t60));
+}
+
 int main(int argc, char **argv)
 {
     const char *only = getenv("CH3RDMA_T_XPORT_VERBS_ONLY");    /* e.g. "kill,basic" */
@@ -350,6 +372,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     check_fork_mode();
     check_mtu_pick();
+    check_qp_timeout();
     ok(check_open_fails("open(device=nosuchdev)", "nosuchdev", 0, RDMA_ERR_NODEV,
                         "no RDMA device with an active port (ibv_get_device_list found"),
        "open() with device=nosuchdev fails with the no-device diagnosis");
