@@ -97,8 +97,9 @@ f=$W/flap.out
 timeout -k 5 "$EXPECT_TIMEOUT" "$P/bin/mpiexec" "${H[@]}" -n 2 "$W/mpi_check" 4194304 >"$f" 2>&1 &
 job=$!
 until grep -q '^# 2 ranks on 2 kernels$' "$f" || ! kill -0 $job 2>/dev/null; do sleep 0.2; done
-tc qdisc add dev eth0 root netem loss 100% && sleep 15 && tc qdisc del dev eth0 root
-kill -0 $job 2>/dev/null && hit=yes || hit=no
+hit=no
+tc qdisc add dev eth0 root netem loss 100% && sleep 15 && tc qdisc del dev eth0 root &&
+    kill -0 $job 2>/dev/null && hit=yes
 t0=$(date +%s)
 wait $job
 rc=$? out=$(<"$f") n_ok=$(grep -c '^ok ' "$f") t=$(($(date +%s) - t0))
