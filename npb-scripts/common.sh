@@ -12,6 +12,13 @@ log() { echo "$PROG: $*" >&2; }
 # The project's MPICH builds, and Debian's MPI packages as peers.
 PROJECT_BUILDS="rdma sock nemesis"
 DEBIAN_PEERS="debian-mpich debian-openmpi"
+ALL_BENCHMARKS="bt cg ep ft is lu mg sp"    # NPB 3.4's MPI benchmarks that npb.sh builds
+check_benchmarks() {
+    local b
+    for b in "$@"; do
+        [[ " $ALL_BENCHMARKS " == *" $b "* ]] || die "unknown benchmark '$b' (known: $ALL_BENCHMARKS)"
+    done
+}
 
 # A build spec is LABEL[:VAR=VAL...]; LABEL is a build or BUILD-variant
 # (e.g. rdma-basic:MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic runs the rdma build).

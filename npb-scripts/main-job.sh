@@ -5,7 +5,7 @@
 #
 #   main-job.sh [--classes "A"] [--np "4 2"] [--builds "rdma sock nemesis"]
 #               [--with-debian-peers] [--reps 3] [--benchmarks "bt cg ..."]
-#               [--timeout SEC] [--out DIR] [--wait-builds]
+#               [--timeout SEC] [--out DIR] [--wait-builds] [--dry-run]
 #               [--vm [--nodes 2] [--vms]]   (then --classes "S W" --np 4 by default)
 #
 # --builds takes build specs LABEL[:VAR=VAL...] (e.g. rdma-basic:VAR=VAL runs
@@ -13,6 +13,8 @@
 # a 2-core machine; np=4 oversubscribes.  The MPICH builds are made with the
 # repository's top-level build, unless --wait-builds: then wait for builds
 # someone else is making.  Results: --out (default results/<date>-<host>/).
+# Runs go benchmark by benchmark over the builds, rep by rep (--dry-run
+# prints that order and exits).
 # --vm runs the benchmarks in the Soft-RoCE test bed (test/softroce/run-vm)
 # on --nodes host names, ranks round-robin over them, ch3:rdma forced onto
 # verbs for every peer, with perftest on rxe0 in the same boot as the raw
@@ -134,20 +136,24 @@ use_slurm() {
     } > "$OUT/context.txt"
 }
 
-# The first spec whose build is installed, else the first one (whose build
-# prefix_of then waits for): runs start as soon as any build is there.
-next_ready() {
-    local spec
-    for spec in "$@"; do build_ready "$(spec_build "$spec")" && { echo "$spec"; return; }; done
-    echo "$1"
+# The runs in order, one "REP BENCHMARK SPEC" line each: benchmark by
+# benchmark over the builds, rep by rep, so that a change in the machine's
+# speed or load meets every build alike.  (With a build's benchmarks in a
+# row, host D's phase changes landed on one build: cg.A read 0.78 in one
+# run and 1.22-1.33 in others against ch3:nemesis.)
+schedule() {
+    local r b spec
+    for r in $(seq "$REPS"); do for b in ${BENCHMARKS:-$ALL_BENCHMARKS}; do for spec in $BUILDS; do
+        echo "$r $b $spec"
+    done; done; done
 }
 
 main() {
-    local spec base p failed="" built="" pending b r
+    local spec base failed="" b r run runs
     CLASSES="" NP="" BUILDS=$PROJECT_BUILDS REPS=3 BENCHMARKS="" OUT="" TIMEOUT=1200 NODES=2 HOSTS=""
-    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" VMS="" SLURM="" HELP="" BASES=""
+    WITH_DEBIAN_PEERS="" WAIT_BUILDS="" VM="" VMS="" SLURM="" HELP="" BASES="" DRY_RUN=""
     parse_options "classes np builds reps benchmarks timeout out nodes hosts" \
-        "with-debian-peers wait-builds vm vms slurm help" "$@"
+        "with-debian-peers wait-builds vm vms slurm help dry-run" "$@"
     [ -z "$VMS" ] || [ -n "$VM" ] || die "--vms goes with --vm"
     [ -z "$HELP" ] || usage
     if [ -n "$VM" ]; then CLASSES=${CLASSES:-S W} NP=${NP:-4}; else CLASSES=${CLASSES:-A} NP=${NP:-4 2}; fi
@@ -161,6 +167,9 @@ main() {
         base=$(spec_build "$spec")
         [[ " $BASES " == *" $base "* ]] || BASES="$BASES $base"
     done
+    # shellcheck disable=SC2086  # a list
+    check_benchmarks $BENCHMARKS
+    [ -z "$DRY_RUN" ] || { schedule; exit 0; }
     OUT=${OUT:-$(default_out "${VM:+vm}")}
     mkdir -p "$OUT"
     OUT=$(cd "$OUT" && pwd -P)
@@ -173,26 +182,19 @@ main() {
     [ -z "$HOSTS" ] || use_hosts
     [ -z "$SLURM" ] || use_slurm
 
-    # Rep by rep over the builds, so that other load on the machine hits
-    # every build alike; the first rep takes builds as they become ready.
-    for r in $(seq "$REPS"); do
-        pending=$BUILDS
-        while [ -n "$pending" ]; do
-            # shellcheck disable=SC2086  # a list of specs
-            spec=$(next_ready $pending)
-            pending=$(echo " $pending " | sed "s| $spec | |; s|^ *||; s| *$||")
-            base=$(spec_build "$spec")
-            [[ " $failed " != *" $base "* ]] || continue
-            p=$(prefix_of "$base" wait)
-            if [[ " $built " != *" $base "* ]]; then
-                npb_build "$base" ||
-                    { log "NPB does not build for $base: its runs are left out"; failed="$failed $base"; continue; }
-                built="$built $base"
-            fi
-            "$NPB" run --prefix "$p" --name "$base" --label "$(spec_label "$spec")" --env "$(spec_env "$spec")" \
-                --classes "$CLASSES" --np "$NP" --reps "$REPS" --rep "$r" --timeout "$TIMEOUT" \
-                ${BENCHMARKS:+--benchmarks "$BENCHMARKS"} --out "$OUT"
-        done
+    # Every build's NPB binaries first (waiting for builds made elsewhere), so
+    # that no run shares the cores with a compiler; then the runs.
+    for base in $BASES; do
+        npb_build "$base" || { log "NPB does not build for $base: its runs are left out"; failed="$failed $base"; }
+    done
+    mapfile -t runs < <(schedule)
+    for run in "${runs[@]}"; do
+        read -r r b spec <<< "$run"
+        base=$(spec_build "$spec")
+        [[ " $failed " != *" $base "* ]] || continue
+        "$NPB" run --prefix "$(prefix_of "$base")" --name "$base" --label "$(spec_label "$spec")" \
+            --env "$(spec_env "$spec")" --classes "$CLASSES" --np "$NP" --reps "$REPS" --rep "$r" \
+            --benchmarks "$b" --timeout "$TIMEOUT" --out "$OUT"
     done
 
     "$NPB" report --out "$OUT"

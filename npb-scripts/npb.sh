@@ -20,7 +20,6 @@ PROG=npb
 . "$(dirname "$0")/common.sh"
 
 NPB_URL=https://www.nas.nasa.gov/assets/npb/NPB3.4.2.tar.gz
-ALL_BENCHMARKS="bt cg ep ft is lu mg sp"
 
 
 # --- build -------------------------------------------------------------------
@@ -335,9 +334,8 @@ main() {
     [ -z "$HELP" ] || usage
     [ -z "$PREFIX" ] || [ -d "$PREFIX" ] || die "--prefix $PREFIX: no such directory"
     [ -z "$PREFIX" ] || PREFIX=$(cd "$PREFIX" && pwd -P)
-    for b in $BENCHMARKS; do
-        [[ " $ALL_BENCHMARKS " == *" $b "* ]] || die "unknown benchmark '$b' (known: $ALL_BENCHMARKS)"
-    done
+    # shellcheck disable=SC2086  # a list
+    check_benchmarks $BENCHMARKS
     case "$cmd" in
         build|run)
             [ -n "$PREFIX" ] && [ -n "$NAME" ] && [ -n "$CLASSES" ] || die "$cmd needs --prefix, --name and --classes"

@@ -2,7 +2,7 @@
 # npb.sh report on made-up results: medians and minima of verified reps, ratios to
 # nemesis, FAIL cells, summary lines (no MPI needed).
 . "$(dirname "$0")/../lib.sh"
-plan 10
+plan 12
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
 cat > "$D/results.csv" <<'CSV'
 build,benchmark,class,np,rep,seconds,verified
@@ -40,4 +40,11 @@ ok $? "a rerun of the same build replaces its rows"
 run p2 && [ "$(grep -c '^x,' "$D/run/results.csv")" = 2 ] && [ "$(grep -c '^x,' "$D/run/builds.csv")" = 1 ] \
     && grep -q "^x,$D/p2," "$D/run/builds.csv" && grep -q "was another build" "$D/run.log"
 ok $? "a label rerun against another build drops the old build's rows and names the new one"
+# main-job's order: benchmark by benchmark over the builds, rep by rep (a build's
+# benchmarks in a row put a change of the host's speed on one build).
+out=$("$TOP/npb-scripts/main-job.sh" --dry-run --builds "rdma nemesis" --reps 2 --benchmarks "cg is" 2>&1)
+[ "$(echo $out)" = "1 cg rdma 1 cg nemesis 1 is rdma 1 is nemesis 2 cg rdma 2 cg nemesis 2 is rdma 2 is nemesis" ]
+ok $? "main-job runs benchmark by benchmark over the builds, rep by rep (got: $(echo $out))"
+out=$("$TOP/npb-scripts/main-job.sh" --dry-run --benchmarks "cg xx" 2>&1); rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q "unknown benchmark 'xx'"; ok $? "main-job rejects an unknown benchmark by name"
 done_testing
