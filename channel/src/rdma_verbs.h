@@ -334,6 +334,7 @@ int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char 
                             size_t errlen);
 int rdma_verbs_dev_open(rdma_xport_t * xp, char *err, size_t errlen);
 int rdma_verbs_gid_pick(rdma_xport_t * xp);
+double rdma_verbs_ack_s(int t);
 int rdma_verbs_qp_timeout(double seconds);
 double rdma_verbs_drain_bound(double seconds, int qp_timeout);
 struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp);

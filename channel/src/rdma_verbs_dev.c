@@ -209,7 +209,13 @@ int rdma_verbs_gid_pick(rdma_xport_t * xp)
     return ibv_query_gid(xp->ctx, xp->port, xp->gid_index, &xp->gid);
 }
 
-/* RC ACK timeout exponent (4.096 us * 2^t per try): the largest whose
+/* Seconds of one RC ACK timeout try at exponent t (IB: 4.096 us * 2^t). */
+double rdma_verbs_ack_s(int t)
+{
+    return 4.096e-6 * (double) (1u << t);
+}
+
+/* RC ACK timeout exponent (rdma_verbs_ack_s per try): the largest whose
  * (retry_cnt + 1) tries fit in prm->timeout, so that a dead peer is still
  * reported within it and a link outage shorter than retry_cnt tries is
  * ridden out (CONNECT_TIMEOUT's default 60 s: 20, 4.3 s per try, outages up
@@ -217,7 +223,7 @@ int rdma_verbs_gid_pick(rdma_xport_t * xp)
 int rdma_verbs_qp_timeout(double seconds)
 {
     int t = 31;
-    while (t > 16 && (RDMA_VERBS_RETRY_CNT + 1) * 4.096e-6 * (double) (1u << t) > seconds)
+    while (t > 16 && (RDMA_VERBS_RETRY_CNT + 1) * rdma_verbs_ack_s(t) > seconds)
         t--;
     return t;
 }
@@ -227,7 +233,7 @@ int rdma_verbs_qp_timeout(double seconds)
  * the timeout. */
 double rdma_verbs_drain_bound(double seconds, int qp_timeout)
 {
-    double b = 2 * 4.096e-6 * (double) (1u << qp_timeout);
+    double b = 2 * rdma_verbs_ack_s(qp_timeout);
 
     if (b < RDMA_VERBS_DRAIN_S)
         b = RDMA_VERBS_DRAIN_S;

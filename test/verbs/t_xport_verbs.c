@@ -346,7 +346,7 @@ static void check_mtu_pick(void)
 static void check_qp_timeout(void)
 {
     int t60 = rdma_verbs_qp_timeout(60);
-    double try60 = 4.096e-6 * (double) (1u << t60);
+    double try60 = rdma_verbs_ack_s(t60);
 
     ok(t60 == 20 && RDMA_VERBS_RETRY_CNT * try60 > 15.0
        && (RDMA_VERBS_RETRY_CNT + 1) * try60 <= 60.0,
