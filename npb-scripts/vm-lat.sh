@@ -9,9 +9,12 @@
 # runs all of them (the order flips every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
 # (half a round trip, mean over ITERS; perftest's t_avg), at the --sizes only.
+# --only runs a subset (e.g. "imm ompi mpich": three runs per pair, closer
+# in time, so the host's drift spreads the ratios less); the report keeps
+# the ratios whose two sides ran.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--generic-crc]
-#             [--out DIR]
+#             [--only "send imm write flag ompi mpich"] [--out DIR]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.  One
 # artefact of it: rdma_rxe computes the RoCE ICRC in software, and the
@@ -59,12 +62,12 @@ measure() {
     esac
 }
 
-# Inside the VM: PAIRS rounds of every measurement.
+# Inside the VM: PAIRS rounds of every measurement in ONLY.
 guest() {
-    local i m order base="send imm write flag${PEERS:+ ompi mpich}"
+    local i m order
     for i in $(seq "$PAIRS"); do
-        order=$base
-        ((i % 2)) || order=$(tr ' ' '\n' <<< "$base" | tac | tr '\n' ' ')
+        order=$ONLY
+        ((i % 2)) || order=$(tr ' ' '\n' <<< "$ONLY" | tac | tr '\n' ' ')
         for m in $order; do
             : > "$OUT/$m.$i.txt"
             measure "$m" "$OUT/$m.$i.txt"
@@ -73,9 +76,11 @@ guest() {
     done
 }
 
-# Per size: median (min, max) over the pairs of A/B, and the median latencies.
+# Per size: median (min, max) over the pairs of A/B, and the median latencies;
+# nothing unless both ran.
 ratio_line() {
     local a=$1 b=$2 i
+    [[ " $ONLY " == *" $a "* && " $ONLY " == *" $b "* ]] || return 0
     for i in $(seq "$PAIRS"); do
         awk -v i="$i" -v sizes=" $SIZES " 'FNR == NR { o[$2] = $3; next }
             ($2 in o) && o[$2] > 0 && o[$2] < 1e9 && $3 < 1e9 && index(sizes, " " $2 " ") {
@@ -95,21 +100,36 @@ report() {
     printf "%-12s %8s %6s %7s %7s %7s %10s %10s\n" "a/b" size pairs median min max "a us" "b us"
     ratio_line imm send
     ratio_line flag write
-    if [ -n "$PEERS" ]; then
-        ratio_line imm ompi
-        ratio_line imm mpich
-        ratio_line flag ompi
-        ratio_line flag mpich
-    fi
+    ratio_line imm ompi
+    ratio_line imm mpich
+    ratio_line flag ompi
+    ratio_line flag mpich
     echo "# imm: ch3:rdma default (write with immediate); flag: flag polling forced;"
     echo "# send/write: ib_send_lat/ib_write_lat t_avg; ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
+}
+
+# ONLY: the measurements to run, each known and once (default: perftest and
+# both modes, with --peers the peers too); naming a peer implies --peers.
+check_only() {
+    local m seen=" "
+    ONLY=${ONLY:-send imm write flag${PEERS:+ ompi mpich}}
+    for m in $ONLY; do
+        [[ " send imm write flag ompi mpich " == *" $m "* ]] \
+            || die "--only: unknown measurement '$m' (send imm write flag ompi mpich)"
+        [[ $seen != *" $m "* ]] || die "--only: '$m' named twice"
+        seen+="$m "
+        [[ $m != ompi && $m != mpich ]] || PEERS=yes
+    done
+    [ -n "${ONLY// /}" ] || die "--only: no measurement named"
 }
 
 main() {
     local s
     PAIRS=11 SIZES="8 64 1024 4096" ITERS=3000 OUT="" PEERS="" GUEST="" HELP="" GENERIC_CRC=""
-    parse_options "pairs sizes iters out guest" "peers help generic-crc" "$@"
+    ONLY=""
+    parse_options "pairs sizes iters out guest only" "peers help generic-crc" "$@"
     [ -z "$HELP" ] || usage
+    check_only
     [[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "--pairs takes a positive integer (got '$PAIRS')"
     [[ $ITERS =~ ^[1-9][0-9]*$ ]] || die "--iters takes a positive integer (got '$ITERS')"
     for s in $SIZES; do [[ $s =~ ^[1-9][0-9]*$ ]] || die "--sizes takes byte counts (got '$s')"; done
@@ -132,8 +152,9 @@ main() {
     CH3RDMA_VM_APPEND="${CH3RDMA_VM_APPEND:-} ${GENERIC_CRC:+module_blacklist=crc32_pclmul}" \
         "$TOP/test/softroce/run-vm" --timeout $((PAIRS * 900)) --rw "$OUT" -- "$0" \
         --guest "$RDMA,$OMPI,$MPICH" --pairs "$PAIRS" --sizes "$SIZES" --iters "$ITERS" \
-        --out "$OUT" ${PEERS:+--peers}
+        --out "$OUT" --only "$ONLY"
     { echo "# vm-lat: $PAIRS alternating pairs in one boot, $ITERS round trips after 200, rdma $RDMA"
+      echo "# measurements in each pair: $ONLY"
       if [ -n "$GENERIC_CRC" ]; then echo "# guest crc32: generic only (crc32_pclmul blacklisted)"
       else echo "# guest crc32: as booted (PCLMUL from about 79 bytes)"; fi
       report; } | tee "$OUT/vm-lat.txt"

@@ -2,7 +2,7 @@
 # npb.sh report on made-up results: medians and minima of verified reps, ratios to
 # nemesis, FAIL cells, summary lines (no MPI needed).
 . "$(dirname "$0")/../lib.sh"
-plan 12
+plan 13
 D=$(mktemp -d); trap 'rm -rf "$D"' EXIT
 cat > "$D/results.csv" <<'CSV'
 build,benchmark,class,np,rep,seconds,verified
@@ -47,4 +47,6 @@ out=$("$TOP/npb-scripts/main-job.sh" --dry-run --builds "rdma nemesis" --reps 2 
 ok $? "main-job runs benchmark by benchmark over the builds, rep by rep (got: $(echo $out))"
 out=$("$TOP/npb-scripts/main-job.sh" --dry-run --benchmarks "cg xx" 2>&1); rc=$?
 [ $rc != 0 ] && echo "$out" | grep -q "unknown benchmark 'xx'"; ok $? "main-job rejects an unknown benchmark by name"
+out=$("$TOP/npb-scripts/vm-lat.sh" --only "imm xx" 2>&1); rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q "unknown measurement 'xx'"; ok $? "vm-lat rejects an unknown --only measurement by name"
 done_testing
