@@ -332,7 +332,9 @@ static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
  * only: a complete DATA frame at rx.tail, nothing of it consumed, no grow
  * asked, no grow work owed.  1: *buf, *len view its payload; 0: nothing
  * has arrived; -1: anything else, for rb_rx_parse to judge.  The flag's
- * acquire load orders the info and payload reads (flag_publishes). */
+ * acquire load orders the info and payload reads (RB_EXPRESS_FLAG); on an
+ * RB_EXPRESS_LANDED pipe the caller has seen the frame land (its
+ * completion made the write visible) and takes only 1. */
 static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail), n;

@@ -38,7 +38,8 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     p->rx.seq = 1;
     p->tail_flag = !cfg->flag_publishes && !cfg->completion_driven;
     p->ovh = p->tail_flag ? RB_FRAME_OVERHEAD : RB_HDR;
-    p->express = cfg->flag_publishes && !cfg->completion_driven && !basic;
+    p->express = basic ? 0 : cfg->completion_driven ? RB_EXPRESS_LANDED
+        : cfg->flag_publishes ? RB_EXPRESS_FLAG : 0;
     p->lazy = cfg->flag_publishes && cfg->ring_max <= cfg->ring_size
         && cfg->ring_size / cfg->chunk_size <= RB_STALE_BITS;
     return RDMA_OK;

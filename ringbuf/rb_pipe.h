@@ -266,6 +266,9 @@ typedef struct rb_frame {
     uint64_t span;              /* ring bytes the frame covers; 0: none */
 } rb_frame_t;
 
+/* rb_pipe_t.express: how a frame without a tail flag is known complete. */
+enum { RB_EXPRESS_FLAG = 1, RB_EXPRESS_LANDED = 2 };
+
 typedef struct rb_pipe {
     rb_config_t cfg;            /* as configured (checked against ring_max) */
     const rb_xport_ops_t *ops;
@@ -276,9 +279,13 @@ typedef struct rb_pipe {
      * a frame's bytes besides its padded payload (16, or 24 with it). */
     int tail_flag;
     unsigned ovh;
-    /* From cfg at init: the head flag's release store publishes a frame
-     * (flag_publishes, not completion-driven) and credits are piggybacked:
-     * rb_pipe_view may parse the common frame inline (rb_frame.h). */
+    /* From cfg at init: credits are piggybacked and no tail flag completes
+     * a frame, so the common one is parsed the express way (rb_frame.h):
+     * inline in rb_pipe_view where the head flag's release store publishes
+     * it (RB_EXPRESS_FLAG, flag_publishes), in rb_pipe_peek once it landed
+     * (RB_EXPRESS_LANDED, completion_driven; out of line, so that the
+     * shared-memory poll loop keeps its code); released inline by
+     * rb_pipe_view_done.  0: neither. */
     int express;
     /* Grow work owed (rx.offer, tx.move.size): the entry points do it
      * first (rb_grow_step). */
@@ -515,7 +522,7 @@ static inline int rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
 {
     int type, rc;
 
-    if (p->express && (rc = rb_rx_parse_express(p, buf, len)) >= 0)
+    if (p->express == RB_EXPRESS_FLAG && (rc = rb_rx_parse_express(p, buf, len)) >= 0)
         return rc;
     if (!rb_pipe_rx_maybe(p))
         return 0;

@@ -160,7 +160,11 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
 }
 
 /* Parsed in place into rx.seen, which rb_pipe_consume reuses while its
- * span is set (until the frame's release clears it). */
+ * span is set (until the frame's release clears it).  On an
+ * RB_EXPRESS_LANDED pipe the common frame, once landed, is parsed the
+ * express way instead (rx.seen unused: rb_pipe_view_done releases it
+ * whole, rb_pipe_consume parses it again); anything else, a flag that is
+ * not the expected one too, goes the general way, which judges it. */
 rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
     rb_frame_t *f;
@@ -168,6 +172,11 @@ rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * 
 
     if (!p || !type || !buf || !len)
         return RDMA_ERR_INVAL;
+    if (p->express == RB_EXPRESS_LANDED && rb_pipe_rx_maybe(p)
+        && rb_rx_parse_express(p, buf, len) == 1) {
+        *type = RB_FRAME_DATA;
+        return 1;
+    }
     f = &p->rx.seen;
     rc = rb_rx_poll(p, f);
     if (rc == 1) {

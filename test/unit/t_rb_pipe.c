@@ -935,6 +935,33 @@ static void t_completion(void)
            "completion-driven: landed without a frame is a protocol error");
 }
 
+/* The express receive path on a completion-driven pipe: a frame is viewed
+ * once it landed, never before, and released whole; a landed count with
+ * no frame behind it is left to rb_rx_parse, which reports it. */
+static void t_completion_express(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    const char *v = NULL;
+    char out[4];
+    size_t len = 0, nb;
+
+    c.completion_driven = 1;
+    pair_init(&c);
+    ok(B.p.express && put1(&A, "abcdefgh", 8) == 8
+       && rb_pipe_view(&B.p, (const void **) &v, &len) == 0,
+       "completion-driven express: a frame not landed is not viewed");
+    rb_pipe_landed(&B.p, 1);
+    ok(rb_pipe_view(&B.p, (const void **) &v, &len) == 1 && len == 8 && !memcmp(v, "abcdefgh", 8)
+       && B.p.rx.seen.span == 0, "completion-driven express: a landed DATA frame viewed whole");
+    ok(rb_pipe_view_done(&B.p, 8) == RDMA_OK && B.p.rx.tail == 64 && B.p.rx.consumed == 1
+       && B.p.stats.frames_rx == 1 && rb_pipe_view(&B.p, (const void **) &v, &len) == 0,
+       "completion-driven express: released whole, nothing more to view");
+    rb_pipe_landed(&B.p, 1);
+    ok(rb_pipe_view(&B.p, (const void **) &v, &len) == -1
+       && rb_pipe_getv(&B.p, &(struct iovec) { out, 1 }, 1, &nb) == RDMA_ERR_PROTO,
+       "completion-driven express: landed without a frame is still a protocol error");
+}
+
 static void t_ctrl(void)
 {
     rb_config_t c = t_cfg(1024, 64, 256, 256, RB_MODE_PIGGYBACK);
@@ -1522,6 +1549,7 @@ int main(void)
     t_alias(1);
     t_user();
     t_completion();
+    t_completion_express();
     t_ctrl();
     t_proto();
     t_proto_shrunk();
