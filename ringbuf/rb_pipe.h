@@ -510,7 +510,8 @@ static inline void *rb_pipe_claim(rb_pipe_t * p, size_t len)
     return !p->pend && rb_tx_one_fits(p, len) ? rb_tx_payload(p, len) : NULL;
 }
 
-static inline rdma_status_t rb_pipe_commit(rb_pipe_t * p, size_t len)
+static inline __attribute__ ((always_inline))
+rdma_status_t rb_pipe_commit(rb_pipe_t * p, size_t len)
 {
     return rb_tx_commit(p, len);
 }

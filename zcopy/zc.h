@@ -234,7 +234,8 @@ static inline void *zc_claim(zc_conn_t * z, size_t len)
     return len < z->put_small_max && !zc_busy(z) ? rb_pipe_claim(z->pipe, len) : NULL;
 }
 
-static inline rdma_status_t zc_commit(zc_conn_t * z, size_t len)
+static inline __attribute__ ((always_inline))
+rdma_status_t zc_commit(zc_conn_t * z, size_t len)
 {
     z->copy_end = NULL;         /* as zc_putv: every copied entry is complete */
     return rb_pipe_commit(z->pipe, len);

@@ -189,21 +189,46 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     goto fn_exit;
 }
 
+/* start_small over a NIC: the header at its own length there
+ * (MPIDI_CH3I_pkt_wire_len), without start_msg's iov walk (41 fewer
+ * instructions per 8-byte send over verbs, callgrind in the guest).  Out
+ * of line and its branch marked unlikely, so that the shared-memory path
+ * keeps its code and layout (without the hint its 8-64 B ping-pong took
+ * 1.01-1.03x the time; with it 0.98-1.01x, A/A 0.98-1.00x). */
+static int __attribute__ ((noinline))
+start_small_wire(MPIDI_VC_t * vc, const struct iovec *iov, size_t dl, int *done)
+{
+    size_t hl = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
+    char *d = MPIDI_CH3I_RDMA_put_claim(vc, hl + dl);
+
+    if (d == NULL)
+        return MPI_SUCCESS;
+    memcpy(d, iov[0].iov_base, hl);
+    if (dl)
+        memcpy(d + hl, iov[1].iov_base, dl);
+    *done = TRUE;
+    return MPIDI_CH3I_RDMA_put_commit(vc, hl + dl);
+}
+
 /* iStartMsg(v)'s common case: a header alone, or with one data entry,
- * on a shared-memory pipe with nothing queued, copied straight into one
- * frame, the header at its length there (MPIDI_CH3I_shm_hdr_len); *done
- * is FALSE where it does not apply, and nothing was sent.  The data goes
- * in first: the header shares the cache line the receiver polls for the
- * head flag (rb_pipe_claim), so its stores come right before the flag's
- * (1-2 KiB ping-pong 0.76-0.79x the time of header first, README). */
-static inline int start_small(MPIDI_VC_t * vc, const struct iovec *iov, int n, int *done)
+ * with nothing queued, copied straight into one frame; *done is FALSE
+ * where it does not apply (a link not READY claims nothing: start_msg
+ * then connects it), and nothing was sent.  On shared memory the header
+ * is at its length there (MPIDI_CH3I_shm_hdr_len), and the data goes in
+ * first: the header shares the cache line the receiver polls for the head
+ * flag (rb_pipe_claim), so its stores come right before the flag's (1-2
+ * KiB ping-pong 0.76-0.79x the time of header first, README). */
+static inline __attribute__ ((always_inline))
+int start_small(MPIDI_VC_t * vc, const struct iovec *iov, int n, int *done)
 {
     size_t hl, dl = n == 2 ? iov[1].iov_len : 0;
     char *d;
 
     *done = FALSE;
-    if (n > 2 || vc->ch.sendq_head != NULL || rdma_chan_over_wire(&vc->ch.conn))
+    if (n > 2 || vc->ch.sendq_head != NULL)
         return MPI_SUCCESS;
+    if (unlikely(rdma_chan_over_wire(&vc->ch.conn)))
+        return start_small_wire(vc, iov, dl, done);
     hl = MPIDI_CH3I_shm_hdr_len(iov[0].iov_base);
     if ((d = MPIDI_CH3I_RDMA_put_claim(vc, hl + dl)) == NULL)
         return MPI_SUCCESS;

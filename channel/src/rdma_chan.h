@@ -187,7 +187,8 @@ static inline void *rdma_chan_claim(rdma_link_t * l, size_t len)
     return l->xc.state == RDMA_CONN_READY ? rdma_link_claim(l, len) : NULL;
 }
 
-static inline rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
+static inline __attribute__ ((always_inline))
+rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
 {
     rdma_status_t st = rdma_link_commit(l, len);
 

@@ -76,7 +76,8 @@ static inline void *rdma_link_claim(rdma_link_t * l, size_t len)
     return zc_claim(&l->zc, len);
 }
 
-static inline rdma_status_t rdma_link_commit(rdma_link_t * l, size_t len)
+static inline __attribute__ ((always_inline))
+rdma_status_t rdma_link_commit(rdma_link_t * l, size_t len)
 {
     return zc_commit(&l->zc, len);
 }
