@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 33
+plan 35
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -75,6 +75,24 @@ per=$(sed -n 's/.*rank 0 -> 1: .*ring frames \([0-9]*\) (\([0-9]*\) B).*/\2 \1/p
     | awk '$2 > 0 { print int($1 / $2) }')
 [[ -n $per && $per -le 32 ]]
 ok $? "verbs forced, 8-byte messages: ${per:-?} B of payload per ring frame (short headers; at most 32)"
+# MPI_Finalize must not wait out close()'s drain bound (two ACK timeouts,
+# 8.6 s at the default CONNECT_TIMEOUT) for a write to a peer that has
+# already left: a handful of jobs, each rank's finalize timed
+fin_check() {
+    local what=$1 i max=0 t
+    shift
+    for i in 1 2 3 4 5; do
+        out=$(timeout 300 "$@" "$W/mpi_fin" 100 2>&1)
+        t=$(sed -n 's/^rank [0-9]*: finalize \([0-9.]*\) s$/\1/p' <<< "$out" | sort -g | tail -1)
+        [ -n "$t" ] || { max=none; break; }
+        max=$(awk -v a="$max" -v b="$t" 'BEGIN { print (b > a ? b : a) }')
+    done
+    awk -v m="$max" 'BEGIN { exit !(m != "none" && m < 3) }'
+    ok $? "$what: MPI_Finalize within 3 s in 5 jobs (longest ${max} s)"
+    [ "$max" != none ] || echo "$out" | diag
+}
+fin_check "verbs forced, 2 ranks" env $V "$P/bin/mpiexec" -n 2
+fin_check "2 nodes, verbs across" "$P/bin/mpiexec" -hosts node0,node1 -n 2
 expect_output 0 'rank 0 on node0' "2 nodes x 2 ranks (shm on-node, verbs across)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_check" 262144
 expect_output 0 'pi is approximately' "cpi across 2 nodes" -- "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/cpi"
