@@ -77,6 +77,7 @@ static inline int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_poll_transports(void);
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc);
+void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_busy(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
 void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc);

@@ -484,6 +484,12 @@ __attribute__ ((cold)) int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progr
     return MPI_SUCCESS;
 }
 
+/* A CLOSE arrived on vc: what it writes from now on are its last frames. */
+__attribute__ ((cold)) void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc)
+{
+    rdma_link_closing(&vc->ch.conn);
+}
+
 /* CH3's close protocol is done: stop polling vc and quiesce its link (the
  * peer may exit now).  The transport keeps the connection's memory until
  * finalize so late credit writes from the peer still land somewhere valid. */

@@ -60,6 +60,12 @@ rdma_status_t rdma_link_idle(rdma_link_t * l)
     return idle && l->xc.state == RDMA_CONN_READY ? rb_pipe_shrink(&l->pipe) : RDMA_OK;
 }
 
+__attribute__ ((cold)) void rdma_link_closing(rdma_link_t * l)
+{
+    if (l->xc.state == RDMA_CONN_READY && l->xc.ops->closing)
+        l->xc.ops->closing(l->xc.xport, &l->xc);
+}
+
 void rdma_link_quiesce(rdma_link_t * l)
 {
     if (l->xc.state != RDMA_CONN_READY)

@@ -104,6 +104,10 @@ static inline rdma_status_t rdma_link_consume(rdma_link_t * l, size_t n)
  * FIN or PUSHED still owed): it must not be torn down yet. */
 int rdma_link_busy(const rdma_link_t * l);
 
+/* The close handshake on l begins: what l writes from now on is its last
+ * (the transport makes those writes' landing observable, xport closing()). */
+void rdma_link_closing(rdma_link_t * l);
+
 /* The close handshake on l is done: publish the receive tail, then let the
  * transport stop watching the connection (quiesce: the peer may exit now;
  * nothing that fails on it from here on is an error). */

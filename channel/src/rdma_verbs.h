@@ -117,7 +117,9 @@ enum {
 };
 
 /* rdma_verbs_post flags; a sig_fifo entry marked SIG_SENT reports ev.sent */
-enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS_POST_SENT = 4 };
+enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS_POST_SENT = 4,
+    RDMA_VERBS_POST_LAST = 8    /* a frame of the close handshake (frame_at) */
+};
 #define RDMA_VERBS_SIG_SENT (UINT32_C(1) << 31)
 
 /* Immediate data: kind in bits 0-1; a frame write carries its frame count
@@ -243,6 +245,11 @@ typedef struct rdma_verbs_conn {
     } retired[RDMA_VERBS_RETIRED];
     uint32_t n_retired;
     uint64_t wr_done;
+    /* Closing (rdma_verbs_drain): send WRs posted up to the last frame
+     * write and up to the last signalled one (counted as wr_done is);
+     * last_frames: the close handshake began, frame writes are signalled */
+    uint64_t frame_at, sig_at;
+    int last_frames;
     char why[RDMA_MSG_LEN];     /* [adopt] why it is DEAD */
     struct {
         uint32_t len;
@@ -377,6 +384,12 @@ int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
 rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_data.c (main) */
+/* Send WRs posted on vc so far, counted as wr_done counts completed ones. */
+static inline uint64_t rdma_verbs_wr_posted(const rdma_verbs_conn_t * vc)
+{
+    return vc->wr_done + (vc->sq_depth - vc->sq_free);
+}
+
 void rdma_verbs_adopt(rdma_xport_t * xp);       /* locks */
 void __attribute__((format(printf, 2, 3)))
 rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* locks */
@@ -385,6 +398,7 @@ rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,
                               uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
+void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c);
 void rdma_verbs_drain(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_progress(rdma_xport_t * xp);
 int rdma_verbs_wait_arm(rdma_xport_t * xp);

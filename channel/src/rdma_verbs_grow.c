@@ -105,7 +105,7 @@ void rdma_verbs_ring_move(void *ctx, size_t size, const void *desc, size_t dlen)
 
     memcpy(d, desc, dlen < sizeof(d) ? dlen : sizeof(d));
     vc->retired[vc->n_retired].m = vc->stage;
-    vc->retired[vc->n_retired++].done_at = vc->wr_done + (vc->sq_depth - vc->sq_free);
+    vc->retired[vc->n_retired++].done_at = rdma_verbs_wr_posted(vc);
     vc->stage = vc->next_stage;
     memset(&vc->next_stage, 0, sizeof(vc->next_stage));
     vc->remote.ring_addr = d[0];

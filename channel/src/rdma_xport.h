@@ -28,6 +28,9 @@
  *               connection object, or NULL to refuse (the connector's
  *               connection then FAILS: "refused the connection").
  *   progress()  polls completions and connection requests; never blocks.
+ *   closing()   (optional) the owner's close handshake on c begins: the
+ *               frames it writes from now on are its last, and close()
+ *               waits for nothing written after them.
  *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
  *               liveness checks stop and a failure seen on c afterwards is
  *               not reported, since the peer may now exit.  c's memory stays
@@ -187,6 +190,7 @@ struct rdma_xport_ops {
                  char *card, size_t cardlen, char *err, size_t errlen);
     rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*progress) (rdma_xport_t * xp);
+    void (*closing) (rdma_xport_t * xp, rdma_conn_t * c);      /* NULL: nothing to do */
     rdma_status_t (*quiesce) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*close) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*finalize) (rdma_xport_t * xp);

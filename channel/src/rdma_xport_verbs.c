@@ -198,6 +198,7 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .open = rdma_verbs_open,
     .connect = rdma_verbs_connect,
     .progress = rdma_verbs_progress,
+    .closing = rdma_verbs_closing,
     .quiesce = rdma_xport_quiesce_plain,
     .close = rdma_verbs_close,
     .finalize = rdma_verbs_finalize,

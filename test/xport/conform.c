@@ -499,8 +499,8 @@ static void rank_refusing(node_t * nd)
     exit(0);
 }
 
-/* The close handshake as CH3 does it: a last message each way, then
- * quiesce.  The exit rank leaves at once (its last write may still be in
+/* The close handshake as CH3 does it: closing, a last message each way,
+ * then quiesce.  The exit rank leaves at once (its last write may still be in
  * its send queue: close() must drain it); the others keep progressing for
  * `late` s, long enough for keepalives to come due on the closed link. */
 static void rank_close_handshake(node_t * nd)
@@ -512,6 +512,7 @@ static void rank_close_handshake(node_t * nd)
     for (p = 0; p < sc->nprocs; p++) {
         if (p == nd->rank || (nd->rank != sc->exit_rank && p != sc->exit_rank))
             continue;
+        rdma_link_closing(&nd->conns[p]);
         pp_move(nd, p, 1);
         pp_move(nd, p, 0);
         rdma_link_quiesce(&nd->conns[p]);
