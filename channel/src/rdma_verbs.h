@@ -245,10 +245,10 @@ typedef struct rdma_verbs_conn {
     } retired[RDMA_VERBS_RETIRED];
     uint32_t n_retired;
     uint64_t wr_done;
-    /* Closing (rdma_verbs_drain): send WRs posted up to the last frame
-     * write and up to the last signalled one (counted as wr_done is);
-     * last_frames: the close handshake began, frame writes are signalled */
-    uint64_t frame_at, sig_at;
+    /* [main] closing (rdma_verbs_drain): last_frames, the close handshake
+     * began and frame writes are signalled; frame_at, send WRs posted up
+     * to the last of them (counted as wr_done is) */
+    uint64_t frame_at;
     int last_frames;
     char why[RDMA_MSG_LEN];     /* [adopt] why it is DEAD */
     struct {
