@@ -22,15 +22,18 @@ expect_output 0 '(finalized.*){4}' \
 
 # A killed rank: the survivor reports it within the timeout, naming rank and
 # host.  Hydra must not kill the survivor first (-disable-auto-cleanup).
+t0=$(date +%s.%N)
 out=$("${V[@]}" timeout 120 "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 \
     "$W/mpi_life" kill 2>&1)
+krc=$? took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 t=$(sed -n 's/^kill: rank 0 saw the failure after \([0-9.]*\) s:.*/\1/p' <<<"$out")
 ok $([[ -n $t ]] && awk -v t="$t" -v T=$T 'BEGIN { exit !(t <= T + 1) }' && echo 0 || echo 1) \
     "a SIGKILLed rank is reported within the timeout (${t:-never} s, timeout $T s)"
 grep -q 'rank 1 on node1' <<<"$out"
 ok $? "the diagnosis names the dead rank and its host"
 [[ $(grep -c . <<<"$out") -lt 40 ]] && grep -E 'kill:|ch3:rdma|rank 1' <<<"$out" | head -5 | diag
-[[ -n $t ]] || { echo "no 'kill:' line; the output ends:"; tail -n 15 <<<"$out"; } | diag
+[[ -n $t ]] || { echo "no 'kill:' line (mpiexec exit status $krc after $took s); the output ends:"
+    tail -n 15 <<<"$out"; } | diag
 
 # A receiver whose pinning fails mid-rendezvous (no CAP_IPC_LOCK, 16 MiB
 # memlock, a 64 MiB message whose first 8 MiB it can pin, the rest not)
