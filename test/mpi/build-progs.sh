@@ -19,6 +19,7 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/mpi_spawn" "$TOP/test/mpi/mpi_spawn.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_port" "$TOP/test/mpi/mpi_port.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_fin" "$TOP/test/mpi/mpi_fin.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_waits" "$TOP/test/mpi/mpi_waits.c" &&
         "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" ||
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }

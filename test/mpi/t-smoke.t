@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ch3:rdma on this host's shared-memory transport: startup, close protocol,
-# verified traffic, pipe modes and geometries, oversubscription.
+# verified traffic, pipe modes and geometries, oversubscription, ranks
+# bound to cores.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 9
+plan 11
 mpi_setup
 expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
 expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
@@ -21,4 +22,19 @@ expect_output 0 '^ok 2 ' "small-message ping-pong stays in the rings' hot window
     "$P/bin/mpiexec" -n 2 "$W/mpi_hot" 20000 8 128
 expect_output 1 '^not ok 2 ' "without the hot window the ping-pong walks the whole ring" -- \
     env MPIR_CVAR_CH3_RDMA_RING_HOT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_hot" 20000 8 128
+# Ranks bound to cores of their own are not oversubscribed: their waits
+# spin (each rank's CPU set has one CPU; the node's ranks have two).
+read -r c0 c1 _ < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
+    for (i = 1; i <= n; i++) { split(r[i], b, "-"); for (c = b[1]; c <= (b[2] == "" ? b[1] : b[2]); c++) printf "%d ", c }
+    print "" }' /proc/self/status)
+if [ -n "$c1" ] && command -v taskset >/dev/null; then
+    expect_output 0 '^ok 2 ' "2 ranks bound to a core each (taskset -c $c0, -c $c1) spin in their waits" -- \
+        "$P/bin/mpiexec" -n 1 taskset -c "$c0" "$W/mpi_waits" 2000 spin : \
+        -n 1 taskset -c "$c1" "$W/mpi_waits" 2000 spin
+    expect_output 0 '^ok 2 ' "2 ranks bound to one core (taskset -c $c0: oversubscribed) block in their waits" -- \
+        "$P/bin/mpiexec" -n 2 taskset -c "$c0" "$W/mpi_waits" 2000 block
+else
+    ok 0 "# SKIP binding ranks needs 2 allowed CPUs and taskset (allowed: ${c0:-none} ${c1:-})"
+    ok 0 "# SKIP binding ranks needs 2 allowed CPUs and taskset"
+fi
 done_testing
