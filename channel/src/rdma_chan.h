@@ -232,10 +232,24 @@ int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long 
  * last poll moved something, disarm k instead (sleep = 0). */
 void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep);
 
-/* Idle polls before blocking: cfg.poll_spins, or none when `local` ranks
- * share `cores` cores (oversubscribed), else more with node peers than
- * without (rdma_chan_wait.c). */
+/* Idle polls before blocking: cfg.poll_spins, or none when the node's
+ * `local` ranks share `cores` CPUs (oversubscribed: the union of their
+ * CPU sets, rdma_chan_cpus_t), else more with node peers than without
+ * (rdma_chan_wait.c). */
 int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores);
+
+/* A CPU set as node peers exchange it: CPUs 0..RDMA_CHAN_CPUS_MAX-1.  As
+ * text, character k is the hex digit of CPUs 4k..4k+3 (lowest bit the
+ * lowest CPU), up to the last non-zero digit. */
+enum { RDMA_CHAN_CPUS_MAX = 1024 };
+typedef struct rdma_chan_cpus {
+    uint64_t w[RDMA_CHAN_CPUS_MAX / 64];
+} rdma_chan_cpus_t;
+/* 0, or -1 when len is too small. */
+int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, char *buf, size_t len);
+/* OR the set `text` describes into *s; 0, or -1 (not a set: *s unchanged). */
+int rdma_chan_cpus_merge(rdma_chan_cpus_t * s, const char *text);
+int rdma_chan_cpus_count(const rdma_chan_cpus_t * s);
 
 /* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
 int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len);

@@ -2,6 +2,7 @@
  * rdma_chan_wait.c -- the channel core's waiting (rdma_chan.h): how long
  * to spin, and which transport's waiter a blocking wait sleeps in.
  */
+#include <string.h>
 #include <time.h>
 #include "rdma_chan.h"
 
@@ -20,6 +21,49 @@ int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
     if (cfg->poll_spins >= 0)
         return cfg->poll_spins;
     return local > cores ? 0 : local > 1 ? RDMA_SPINS_PEERS : RDMA_SPINS_ALONE;
+}
+
+/* Node CPU sets (rdma_chan.h): used once at init, so cold, which keeps
+ * them out of the hot code's layout. */
+__attribute__ ((cold)) int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, char *buf, size_t len)
+{
+    size_t k, n = 0;
+
+    for (k = 0; k < RDMA_CHAN_CPUS_MAX / 4; k++)
+        if (s->w[k / 16] >> (k % 16 * 4) & 15)
+            n = k + 1;
+    if (n >= len)
+        return -1;
+    for (k = 0; k < n; k++)
+        buf[k] = "0123456789abcdef"[s->w[k / 16] >> (k % 16 * 4) & 15];
+    buf[n] = '\0';
+    return 0;
+}
+
+__attribute__ ((cold)) int rdma_chan_cpus_merge(rdma_chan_cpus_t * s, const char *text)
+{
+    rdma_chan_cpus_t t = { {0} };
+    size_t k;
+
+    for (k = 0; text[k]; k++) {
+        const char *d = strchr("0123456789abcdef", text[k]);
+
+        if (!d || k >= RDMA_CHAN_CPUS_MAX / 4)
+            return -1;
+        t.w[k / 16] |= (uint64_t) (d - "0123456789abcdef") << (k % 16 * 4);
+    }
+    for (k = 0; k < RDMA_CHAN_CPUS_MAX / 64; k++)
+        s->w[k] |= t.w[k];
+    return 0;
+}
+
+__attribute__ ((cold)) int rdma_chan_cpus_count(const rdma_chan_cpus_t * s)
+{
+    int k, n = 0;
+
+    for (k = 0; k < RDMA_CHAN_CPUS_MAX / 64; k++)
+        n += __builtin_popcountll(s->w[k]);
+    return n;
 }
 
 /* With shm peers the waiter is shm's futex, which verbs arrivals cannot

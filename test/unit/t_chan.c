@@ -424,6 +424,32 @@ static void test_wait(void)
        "no spinning when oversubscribed; long with node peers, short alone");
 }
 
+/* Node peers' CPU sets: text round trip, union, refusals. */
+static void test_cpus(void)
+{
+    rdma_chan_cpus_t a = { {0} }, b = { {0} };
+    char t[RDMA_CHAN_CPUS_MAX / 4 + 1], small[1];
+
+    a.w[0] = 1ull << 0 | 1ull << 5;
+    a.w[15] = 1ull << 63;       /* CPU 1023 */
+    ok(rdma_chan_cpus_format(&a, t, sizeof(t)) == 0 && strlen(t) == 256
+       && !strncmp(t, "12", 2) && t[255] == '8', "a set as text: CPU 0 and 5 lead, CPU 1023 ends");
+    ok(rdma_chan_cpus_merge(&b, t) == 0 && !memcmp(&a, &b, sizeof(a))
+       && rdma_chan_cpus_count(&b) == 3, "text back to the same set (3 CPUs)");
+    memset(&b, 0, sizeof(b));
+    ok(rdma_chan_cpus_format(&b, t, sizeof(t)) == 0 && t[0] == '\0', "the empty set is empty text");
+    a = b;
+    a.w[0] = 1;                 /* rank bound to CPU 0 */
+    b.w[0] = 2;                 /* rank bound to CPU 1 */
+    rdma_chan_cpus_format(&b, t, sizeof(t));
+    ok(rdma_chan_cpus_merge(&a, t) == 0 && rdma_chan_cpus_count(&a) == 2
+       && rdma_chan_spins(&R[0].ch.cfg, 2, rdma_chan_cpus_count(&a)) == 200000,
+       "two ranks bound to cores of their own: a union of 2 CPUs, not oversubscribed");
+    ok(rdma_chan_cpus_merge(&a, "1x") == -1 && rdma_chan_cpus_count(&a) == 2
+       && rdma_chan_cpus_format(&a, small, sizeof(small)) == -1,
+       "bad text and a buffer without room for the text and its NUL are refused, the set unchanged");
+}
+
 int main(void)
 {
     test_assign();
@@ -434,5 +460,6 @@ int main(void)
     test_closing_window();
     test_proto_error();
     test_wait();
+    test_cpus();
     return done_testing();
 }
