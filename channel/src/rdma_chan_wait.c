@@ -25,6 +25,8 @@ int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores)
 
 /* Node CPU sets (rdma_chan.h): used once at init, so cold, which keeps
  * them out of the hot code's layout. */
+static const char rdma_chan_hex[] = "0123456789abcdef";
+
 __attribute__ ((cold)) int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, char *buf, size_t len)
 {
     size_t k, n = 0;
@@ -35,7 +37,7 @@ __attribute__ ((cold)) int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, cha
     if (n >= len)
         return -1;
     for (k = 0; k < n; k++)
-        buf[k] = "0123456789abcdef"[s->w[k / 16] >> (k % 16 * 4) & 15];
+        buf[k] = rdma_chan_hex[s->w[k / 16] >> (k % 16 * 4) & 15];
     buf[n] = '\0';
     return 0;
 }
@@ -46,11 +48,11 @@ __attribute__ ((cold)) int rdma_chan_cpus_merge(rdma_chan_cpus_t * s, const char
     size_t k;
 
     for (k = 0; text[k]; k++) {
-        const char *d = strchr("0123456789abcdef", text[k]);
+        const char *d = strchr(rdma_chan_hex, text[k]);
 
         if (!d || k >= RDMA_CHAN_CPUS_MAX / 4)
             return -1;
-        t.w[k / 16] |= (uint64_t) (d - "0123456789abcdef") << (k % 16 * 4);
+        t.w[k / 16] |= (uint64_t) (d - rdma_chan_hex) << (k % 16 * 4);
     }
     for (k = 0; k < RDMA_CHAN_CPUS_MAX / 64; k++)
         s->w[k] |= t.w[k];

@@ -269,6 +269,9 @@ static int rdma_vc_in_use(void *arg, const rdma_link_t * l)
     return vc->state == MPIDI_VC_STATE_ACTIVE || vc->state == MPIDI_VC_STATE_INACTIVE;
 }
 
+/* KVS key of a rank's CPU set (rdma_cpus_publish, rdma_poll_spins). */
+#define RDMA_CPUS_KEY "P%d-rdma-cpus"
+
 /* This process's CPU set; -1 if the kernel does not say. */
 __attribute__ ((cold)) static int rdma_cpus_mine(rdma_chan_cpus_t * s)
 {
@@ -303,7 +306,7 @@ __attribute__ ((cold)) static int rdma_cpus_publish(MPIDI_PG_t * pg, int pg_rank
     if (rdma_local_ranks(pg, pg_rank) < 2 || rdma_cpus_mine(&s))
         return MPI_SUCCESS;
     rdma_chan_cpus_format(&s, val, sizeof(val));
-    snprintf(key, sizeof(key), "P%d-rdma-cpus", pg_rank);
+    snprintf(key, sizeof(key), RDMA_CPUS_KEY, pg_rank);
     return MPIR_pmi_kvs_put(key, val);
 }
 
@@ -326,7 +329,7 @@ __attribute__ ((cold)) static int rdma_poll_spins(MPIDI_PG_t * pg, int pg_rank)
     for (i = 0; local > 1 && i < pg->size; i++) {
         if (i == pg_rank || pg->vct[i].node_id != pg->vct[pg_rank].node_id)
             continue;
-        snprintf(key, sizeof(key), "P%d-rdma-cpus", i);
+        snprintf(key, sizeof(key), RDMA_CPUS_KEY, i);
         if (MPIR_pmi_kvs_get(i, key, val, sizeof(val)) != MPI_SUCCESS
             || rdma_chan_cpus_merge(&all, val))
             break;

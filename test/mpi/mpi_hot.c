@@ -45,20 +45,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (long i = 0; i < trips && rank < 2 && size > 1; i++) {
-        unsigned seed = (unsigned) (2 * i + rank);
-        if (rank == 0) {
-            fill(b, len, seed);
-            MPI_Send(b, (int) len, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-            MPI_Recv(b, (int) len, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            errs += bad_bytes(b, len, seed + 1) != 0;
-        } else {
-            MPI_Recv(b, (int) len, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            errs += bad_bytes(b, len, seed - 1) != 0;
-            fill(b, len, seed);
-            MPI_Send(b, (int) len, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-        }
-    }
+    errs = round_trips(b, len, trips);
     snprintf(what, sizeof(what), "%ld round trips of %zu B verify", trips, len);
     report(errs, what);
     kib = ring_rss_kib();

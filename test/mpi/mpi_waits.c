@@ -38,20 +38,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Barrier(MPI_COMM_WORLD);
     sw = switches();
-    for (long i = 0; i < trips && rank < 2 && size > 1; i++) {
-        unsigned seed = (unsigned) (2 * i + rank);
-        if (rank == 0) {
-            fill(b, sizeof(b), seed);
-            MPI_Send(b, sizeof(b), MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-            MPI_Recv(b, sizeof(b), MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            errs += bad_bytes(b, sizeof(b), seed + 1) != 0;
-        } else {
-            MPI_Recv(b, sizeof(b), MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            errs += bad_bytes(b, sizeof(b), seed - 1) != 0;
-            fill(b, sizeof(b), seed);
-            MPI_Send(b, sizeof(b), MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-        }
-    }
+    errs = round_trips(b, sizeof(b), trips);
     sw = switches() - sw;
     printf("waits: rank %d made %ld voluntary context switches in %ld round trips\n", rank, sw,
            trips);
