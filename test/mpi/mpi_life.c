@@ -25,12 +25,19 @@
  *   mpi_life poweroff   the same, but rank 1 powers its node off (sysrq 'o':
  *                       a node gone, no goodbye from its kernel either; only
  *                       in a VM of run-vm --vms, as root).
+ *   mpi_life notice     SIGUSR1, which Hydra sends every survivor when a
+ *                       process dies under -disable-auto-cleanup, arrives
+ *                       at rank 0 once between MPI calls and once while it
+ *                       waits in MPI_Recv (from rank 1, same node); 1 MiB
+ *                       then goes each way, verified.  Rank 0 prints
+ *                       "notice: ok" (or CORRUPT) after the exchange.
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
  */
 #include <mpi.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +161,35 @@ static int kill_one(int node)
     _exit(3);
 }
 
+static int notice(void)
+{
+    unsigned char *b = malloc(LEN);
+    int64_t pid = getpid();
+    int bad = 0;
+
+    MPI_Bcast(&pid, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        raise(SIGUSR1);
+        MPI_Recv(b, LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        bad = check(b, LEN, 2);
+        fill(b, LEN, 3);
+        MPI_Send(b, LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        pause_s(0.5);   /* rank 0 is in MPI_Recv by now */
+        kill((pid_t) pid, SIGUSR1);
+        pause_s(0.5);
+        fill(b, LEN, 2);
+        MPI_Send(b, LEN, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        MPI_Recv(b, LEN, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        bad = check(b, LEN, 3);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("notice: %s (%d bad bytes)\n", bad ? "CORRUPT" : "ok", bad);
+    free(b);
+    return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -176,8 +212,11 @@ int main(int argc, char **argv)
         rc = window(s);
     else if (!strcmp(mode, "kill") || !strcmp(mode, "poweroff"))
         rc = kill_one(!strcmp(mode, "poweroff"));
+    else if (!strcmp(mode, "notice"))
+        rc = notice();
     else {
-        fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff\n");
+        fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
+                " | notice\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

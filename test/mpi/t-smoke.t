@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # ch3:rdma on this host's shared-memory transport: startup, close protocol,
 # verified traffic, pipe modes and geometries, oversubscription, ranks
-# bound to cores.
+# bound to cores, Hydra's SIGUSR1 notice.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 11
+plan 12
 mpi_setup
 expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
 expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
@@ -22,6 +22,11 @@ expect_output 0 '^ok 2 ' "small-message ping-pong stays in the rings' hot window
     "$P/bin/mpiexec" -n 2 "$W/mpi_hot" 20000 8 128
 expect_output 1 '^not ok 2 ' "without the hot window the ping-pong walks the whole ring" -- \
     env MPIR_CVAR_CH3_RDMA_RING_HOT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_hot" 20000 8 128
+# Hydra sends SIGUSR1 to every survivor when a process dies under
+# -disable-auto-cleanup: a rank must outlive it, between MPI calls and
+# while it waits, and its traffic go on intact.
+expect_output 0 '^notice: ok ' "SIGUSR1 (Hydra's notice of a dead process) kills no rank, idle or waiting" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_life" notice
 # Ranks bound to cores of their own are not oversubscribed: their waits
 # spin (each rank's CPU set has one CPU; the node's ranks have two).
 read -r c0 c1 _ < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
