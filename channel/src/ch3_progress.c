@@ -17,6 +17,7 @@
  * progress and an idle wait does not burn a core.
  */
 #include "mpidi_ch3_impl.h"
+#include <signal.h>
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
 
@@ -25,11 +26,49 @@ static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_CH3 + 1];
 static int recv_close(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                       MPIR_Request ** rreqp);
 
+/* Hydra sends every survivor SIGUSR1 when a process dies under
+ * -disable-auto-cleanup, and its default action kills the rank.  The
+ * channel finds a dead peer itself (the connection fails or times out,
+ * naming rank and host), so the notice only passes on to the handler the
+ * program had before MPI_Init; a blocking wait it interrupts (EINTR) goes
+ * back to polling.  MPIX failure queries read Hydra's list of dead
+ * processes themselves (MPIDI_CH3U_Check_for_failed_procs).  Installed
+ * once and kept after MPI_Finalize, like ch3:nemesis' handler: a peer
+ * that dies later still signals.  usr1_prev is written before the
+ * handler is installed and never again. */
+static struct sigaction usr1_prev;
+
+__attribute__ ((cold))
+static void usr1_notice(int sig, siginfo_t * info, void *ctx)
+{
+    if (usr1_prev.sa_flags & SA_SIGINFO)
+        usr1_prev.sa_sigaction(sig, info, ctx);
+    else if (usr1_prev.sa_handler != SIG_DFL && usr1_prev.sa_handler != SIG_IGN)
+        usr1_prev.sa_handler(sig);
+}
+
+__attribute__ ((cold))
+static void usr1_install(void)
+{
+    struct sigaction sa = {.sa_sigaction = usr1_notice, .sa_flags = SA_SIGINFO | SA_RESTART };
+    struct sigaction cur;
+
+    if (sigaction(SIGUSR1, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO
+                                                 && cur.sa_sigaction == usr1_notice))
+        return;
+    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN)
+        return;                 /* already harmless */
+    usr1_prev = cur;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
 int MPIDI_CH3I_Progress_init(void)
 {
     int mpi_errno = MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_CH3 + 1);
 
     pktArray[MPIDI_CH3_PKT_CLOSE] = recv_close;
+    usr1_install();
     return mpi_errno;
 }
 

@@ -21,7 +21,8 @@ expect_output 0 '(finalized.*){4}' \
     bash -c "'$P/bin/mpiexec' ${H[*]} -n 4 '$W/mpi_life' stagger 40 | tr '\n' ' '"
 
 # A killed rank: the survivor reports it within the timeout, naming rank and
-# host.  Hydra must not kill the survivor first (-disable-auto-cleanup).
+# host.  Hydra must not kill the survivor first (-disable-auto-cleanup),
+# and its SIGUSR1 notice of the death must not either.
 t0=$(date +%s.%N)
 out=$("${V[@]}" timeout 120 "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 \
     "$W/mpi_life" kill 2>&1)
