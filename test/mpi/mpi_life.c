@@ -31,6 +31,8 @@
  *                       waits in MPI_Recv (from rank 1, same node); 1 MiB
  *                       then goes each way, verified.  Rank 0 prints
  *                       "notice: ok" (or CORRUPT) after the exchange.
+ *   mpi_life notice 1   the same with the program's own SIGUSR1 handler,
+ *                       installed before MPI_Init: it must see both.
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -161,7 +163,15 @@ static int kill_one(int node)
     _exit(3);
 }
 
-static int notice(void)
+static volatile sig_atomic_t usr1_seen;
+
+static void usr1_count(int sig)
+{
+    (void) sig;
+    usr1_seen++;
+}
+
+static int notice(int own)
 {
     unsigned char *b = malloc(LEN);
     int64_t pid = getpid();
@@ -185,9 +195,11 @@ static int notice(void)
     }
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("notice: %s (%d bad bytes)\n", bad ? "CORRUPT" : "ok", bad);
+        printf("notice: %s (%d bad bytes; the program's handler saw %d signals)\n",
+               bad ? "CORRUPT" : own && usr1_seen != 2 ? "HANDLER SKIPPED" : "ok", bad,
+               (int) usr1_seen);
     free(b);
-    return bad != 0;
+    return bad != 0 || (rank == 0 && own && usr1_seen != 2);
 }
 
 int main(int argc, char **argv)
@@ -196,6 +208,8 @@ int main(int argc, char **argv)
     double s = argc > 2 ? atof(argv[2]) : 0;
     int rc;
 
+    if (!strcmp(mode, "notice") && s == 1)
+        signal(SIGUSR1, usr1_count);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -213,10 +227,10 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "kill") || !strcmp(mode, "poweroff"))
         rc = kill_one(!strcmp(mode, "poweroff"));
     else if (!strcmp(mode, "notice"))
-        rc = notice();
+        rc = notice(s == 1);
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
-                " | notice\n");
+                " | notice [1]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

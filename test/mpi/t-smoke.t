@@ -4,7 +4,7 @@
 # bound to cores, Hydra's SIGUSR1 notice.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 12
+plan 13
 mpi_setup
 expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
 expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
@@ -27,6 +27,8 @@ expect_output 1 '^not ok 2 ' "without the hot window the ping-pong walks the who
 # while it waits, and its traffic go on intact.
 expect_output 0 '^notice: ok ' "SIGUSR1 (Hydra's notice of a dead process) kills no rank, idle or waiting" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_life" notice
+expect_output 0 '^notice: ok .*saw 2 signals' "SIGUSR1 reaches the program's own handler, installed before MPI_Init" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_life" notice 1
 # Ranks bound to cores of their own are not oversubscribed: their waits
 # spin (each rank's CPU set has one CPU; the node's ranks have two).
 read -r c0 c1 _ < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
