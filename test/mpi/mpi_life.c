@@ -22,7 +22,20 @@
  *                       exchanges with it (MPI_ERRORS_RETURN) and prints
  *                       "kill: rank 0 saw the failure after T s: <error>",
  *                       exit status 3.  Run with mpiexec -disable-auto-cleanup.
- *   mpi_life poweroff   the same, but rank 1 powers its node off (sysrq 'o':
+ *   mpi_life killsend   rank 1 sends rank 0 16 KiB, then SIGKILLs itself;
+ *                       rank 0, 1 s later, must receive them intact, then
+ *                       fail to receive more and print "killsend: rank 0
+ *                       got the last message intact, then saw the failure
+ *                       after T s: <error>", exit status 3.  Shared memory
+ *                       (where a returned MPI_Send has written the ring);
+ *                       mpiexec -disable-auto-cleanup.
+ *   mpi_life kill exit, mpi_life killsend exit
+ *                       the same, but rank 1 ends with _exit(1), without
+ *                       MPI_Finalize: no signal, since a Hydra proxy whose
+ *                       rank a signal killed kills its other ranks too
+ *                       (-disable-auto-cleanup or not), which one node's
+ *                       ranks share.
+ *   mpi_life poweroff   the same as kill, but rank 1 powers its node off (sysrq 'o':
  *                       a node gone, no goodbye from its kernel either; only
  *                       in a VM of run-vm --vms, as root).
  *   mpi_life notice     SIGUSR1, which Hydra sends every survivor when a
@@ -47,8 +60,9 @@
 #include <unistd.h>
 
 #define LEN (1 << 20)
+#define SMALL (16 << 10)
 
-static int rank, size;
+static int rank, size, die_by_exit;
 
 static void pause_s(double s)
 {
@@ -122,11 +136,14 @@ static int window(double s)
     return bad != 0;
 }
 
-/* Rank 1's end: SIGKILL, or its node off (then SIGKILL if that fails). */
+/* Rank 1's end: SIGKILL, _exit(1), or its node off (then SIGKILL if that
+ * fails). */
 static void die(int node)
 {
     FILE *f = node ? fopen("/proc/sysrq-trigger", "w") : NULL;
 
+    if (die_by_exit)
+        _exit(1);
     if (f) {
         fputs("o", f);
         fclose(f);
@@ -202,12 +219,51 @@ static int notice(int own)
     return bad != 0 || (rank == 0 && own && usr1_seen != 2);
 }
 
+static int kill_after_send(void)
+{
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    unsigned char *b = malloc(SMALL);
+    int len = 0, rc;
+    double t0;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        fill(b, SMALL, 4);
+        MPI_Send(b, SMALL, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        die(0);
+    }
+    if (rank != 0)
+        return 0;
+    pause_s(1.0);
+    rc = MPI_Recv(b, SMALL, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || check(b, SMALL, 4)) {
+        printf("killsend: rank 0 lost the last message (%s)\n", rc ? "error" : "corrupt");
+        return 1;
+    }
+    t0 = MPI_Wtime();
+    rc = MPI_Recv(b, SMALL, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+        printf("killsend: rank 0 received a message the killed rank never sent\n");
+        return 1;
+    }
+    MPI_Error_string(rc, msg, &len);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    printf("killsend: rank 0 got the last message intact, then saw the failure after %.1f s: %s\n",
+           MPI_Wtime() - t0, msg);
+    fflush(stdout);
+    _exit(3);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
     double s = argc > 2 ? atof(argv[2]) : 0;
     int rc;
 
+    die_by_exit = argc > 2 && !strcmp(argv[2], "exit");
     if (!strcmp(mode, "notice") && s == 1)
         signal(SIGUSR1, usr1_count);
     MPI_Init(&argc, &argv);
@@ -226,11 +282,13 @@ int main(int argc, char **argv)
         rc = window(s);
     else if (!strcmp(mode, "kill") || !strcmp(mode, "poweroff"))
         rc = kill_one(!strcmp(mode, "poweroff"));
+    else if (!strcmp(mode, "killsend"))
+        rc = kill_after_send();
     else if (!strcmp(mode, "notice"))
         rc = notice(s == 1);
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
-                " | notice [1]\n");
+                " | killsend [exit] | notice [1]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

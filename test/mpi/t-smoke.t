@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # ch3:rdma on this host's shared-memory transport: startup, close protocol,
 # verified traffic, pipe modes and geometries, oversubscription, ranks
-# bound to cores, Hydra's SIGUSR1 notice.
+# bound to cores, Hydra's SIGUSR1 notice, a rank that dies.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 13
+plan 15
 mpi_setup
 expect_output 0 'pi is approximately' "cpi, 2 ranks" -- "$P/bin/mpiexec" -n 2 "$W/cpi"
 expect_output 0 'pi is approximately' "cpi, 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/cpi"
@@ -29,6 +29,16 @@ expect_output 0 '^notice: ok ' "SIGUSR1 (Hydra's notice of a dead process) kills
     "$P/bin/mpiexec" -n 2 "$W/mpi_life" notice
 expect_output 0 '^notice: ok .*saw 2 signals' "SIGUSR1 reaches the program's own handler, installed before MPI_Init" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_life" notice 1
+# A rank that exits without MPI_Finalize, under -disable-auto-cleanup
+# (Hydra lets the survivor run): the survivor reports it, naming the rank,
+# instead of waiting forever, and what the dead rank sent first arrives
+# intact.  _exit, not a signal: mpi_life.c says why.
+EXPECT_TIMEOUT=60 expect_output 1 '^kill: rank 0 saw the failure after [0-4]\.[0-9] s: .*rank 1 on .* exited' \
+    "a rank gone without MPI_Finalize is reported by its shared-memory peer within seconds, naming it" -- \
+    "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" kill exit
+EXPECT_TIMEOUT=60 expect_output 1 '^killsend: rank 0 got the last message intact, then saw the failure after [0-4]\.[0-9] s' \
+    "what a rank sent before it was gone arrives intact; then its end is reported" -- \
+    "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" killsend exit
 # Ranks bound to cores of their own are not oversubscribed: their waits
 # spin (each rank's CPU set has one CPU; the node's ranks have two).
 read -r c0 c1 _ < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")

@@ -269,8 +269,6 @@ static const conform_case_t verbs_cases[] = {
     {"zcopy", "2 ranks, RDMA read of an exposed 8 MiB send buffer into an unaligned "
      "destination, registered once, not per read; a receive-side region cannot be read",
      {.ext = EXT_ZCOPY}, NULL},
-    {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
-     {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},
     {"forged", "connection requests without the peer's auth are dropped and counted "
      "(timeout 3 s)", {.ext = EXT_FORGE, .ext_fails = 1, .timeout = 3},
      "did not answer the connection request"},

@@ -839,6 +839,8 @@ const conform_case_t conform_cases[] = {
     {"closed", "3 ranks; rank 1 exits right after its close handshake with rank 0, which "
      "progresses 3x the timeout (2 s) more: its last message lands, nothing is reported",
      {.nprocs = 3, .exit_rank = 1, .late = 6, .timeout = 2}, NULL},
+    {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
+     {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},
 };
 const size_t conform_ncases = sizeof(conform_cases) / sizeof(conform_cases[0]);
 
