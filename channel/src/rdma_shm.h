@@ -15,6 +15,7 @@
 #ifndef RDMA_SHM_H_INCLUDED
 #define RDMA_SHM_H_INCLUDED
 
+#include <poll.h>
 #include <sys/types.h>
 #include "rdma_xport.h"
 
@@ -84,6 +85,13 @@ typedef struct shm_peer {
     shm_ring_t rx, rx_next, tx, tx_next;
 } shm_peer_t;
 
+/* A READY job peer's process, watched (rdma_xport_shm.c: liveness). */
+typedef struct shm_watch {
+    int rank;
+    int pidfd;                  /* readable once the process has exited */
+    int gone;                   /* found exited by the last look */
+} shm_watch_t;
+
 struct rdma_xport {
     rdma_xport_params_t prm;
     int fd;                     /* my memfd, open until finalize */
@@ -99,6 +107,11 @@ struct rdma_xport {
     uint64_t nonces;            /* links made */
     int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
     int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
+    shm_watch_t *watch;         /* [nwatch]: peers whose exit we watch */
+    struct pollfd *watch_pfd;   /* [nwatch], filled at each look */
+    int nwatch, watch_cap;
+    double watch_next;          /* time of the next look */
+    char host[64];              /* ours, for diagnoses */
     char err[RDMA_MSG_LEN];
 };
 

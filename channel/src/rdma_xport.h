@@ -99,8 +99,8 @@ static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
     return RDMA_ERR_PEER;
 }
 
-/* quiesce() of a transport whose writes land when posted and that checks
- * no liveness (shm, fakes). */
+/* quiesce() of a transport whose writes land when posted and whose
+ * liveness checks, if any, look at READY connections only (shm, fakes). */
 static inline rdma_status_t rdma_xport_quiesce_plain(rdma_xport_t * xp, rdma_conn_t * c)
 {
     (void) xp;
