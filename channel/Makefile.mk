@@ -42,6 +42,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/rdma_shm_dyn.c \
     $(rdma_dir)/src/rdma_shm_grow.c \
     $(rdma_dir)/src/rdma_shm_probe.c \
+    $(rdma_dir)/src/rdma_shm_live.c \
     $(rdma_dir)/src/rdma_xport_verbs.c \
     $(rdma_dir)/src/rdma_verbs_dev.c \
     $(rdma_dir)/src/rdma_verbs_cm.c \

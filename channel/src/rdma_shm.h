@@ -85,7 +85,7 @@ typedef struct shm_peer {
     shm_ring_t rx, rx_next, tx, tx_next;
 } shm_peer_t;
 
-/* A READY job peer's process, watched (rdma_xport_shm.c: liveness). */
+/* A READY job peer's process, watched (rdma_shm_live.c). */
 typedef struct shm_watch {
     int rank;
     int pidfd;                  /* readable once the process has exited */
@@ -129,6 +129,14 @@ int rdma_shm_wake(shm_peer_t * pe);
  * nothing is left and err says why. */
 rdma_status_t rdma_shm_memfd_make(const char *name, size_t len, int *fd, uint8_t ** map,
                                   char *err, size_t errlen);
+
+/* Liveness of job peers (rdma_shm_live.c): watch q's process, stop
+ * watching it, look (due at xp->watch_next; fails the READY peers found
+ * gone by the look before), release all. */
+void rdma_shm_watch(rdma_xport_t * xp, int q, pid_t pid);
+void rdma_shm_unwatch_rank(rdma_xport_t * xp, int q);
+rdma_status_t rdma_shm_look(rdma_xport_t * xp, double now);
+void rdma_shm_watch_free(rdma_xport_t * xp);
 
 /* Map len bytes of memfd fd of process pid (/proc/<pid>/fd/<fd>), whose
  * size must be exactly size (0: at least len); what names it in errors. */
