@@ -152,10 +152,25 @@ static void die(int node)
     raise(SIGKILL);
 }
 
-static int kill_one(int node)
+/* Rank 0 saw rank 1's death in rc, t0 after it began to wait: print
+ * "WHAT after T s: <error>" on one line, exit 3. */
+static void __attribute__ ((noreturn)) report_death(const char *what, int rc, double t0)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
-    int v = 0, len = 0, rc;
+    int len = 0;
+
+    MPI_Error_string(rc, msg, &len);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    printf("%s after %.1f s: %s\n", what, MPI_Wtime() - t0, msg);
+    fflush(stdout);
+    _exit(3);
+}
+
+static int kill_one(int node)
+{
+    int v = 0, rc;
     double t0;
 
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -171,13 +186,7 @@ static int kill_one(int node)
         printf("kill: rank 0 exchanged with a killed rank\n");
         return 1;
     }
-    MPI_Error_string(rc, msg, &len);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-    printf("kill: rank 0 saw the failure after %.1f s: %s\n", MPI_Wtime() - t0, msg);
-    fflush(stdout);
-    _exit(3);
+    report_death("kill: rank 0 saw the failure", rc, t0);
 }
 
 static volatile sig_atomic_t usr1_seen;
@@ -221,9 +230,8 @@ static int notice(int own)
 
 static int kill_after_send(void)
 {
-    char msg[MPI_MAX_ERROR_STRING] = "";
     unsigned char *b = malloc(SMALL);
-    int len = 0, rc;
+    int rc;
     double t0;
 
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -247,14 +255,7 @@ static int kill_after_send(void)
         printf("killsend: rank 0 received a message the killed rank never sent\n");
         return 1;
     }
-    MPI_Error_string(rc, msg, &len);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-    printf("killsend: rank 0 got the last message intact, then saw the failure after %.1f s: %s\n",
-           MPI_Wtime() - t0, msg);
-    fflush(stdout);
-    _exit(3);
+    report_death("killsend: rank 0 got the last message intact, then saw the failure", rc, t0);
 }
 
 int main(int argc, char **argv)
