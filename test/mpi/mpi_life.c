@@ -20,7 +20,7 @@
  *                       once; the others' exit status says they finalized).
  *   mpi_life kill       after a barrier rank 1 SIGKILLs itself; rank 0 then
  *                       exchanges with it (MPI_ERRORS_RETURN) and prints
- *                       "kill: rank 0 saw the failure after T s: <error>",
+ *                       "kill: rank 0 saw the failure after T s: <class>: <error>",
  *                       exit status 3.  Run with mpiexec -disable-auto-cleanup.
  *   mpi_life killsend   rank 1 sends rank 0 16 KiB, then SIGKILLs itself;
  *                       rank 0, 1 s later, must receive them intact, then
@@ -153,17 +153,22 @@ static void die(int node)
 }
 
 /* Rank 0 saw rank 1's death in rc, t0 after it began to wait: print
- * "WHAT after T s: <error>" on one line, exit 3. */
+ * "WHAT after T s: <error class>: <error>" on one line, exit 3. */
 static void __attribute__ ((noreturn)) report_death(const char *what, int rc, double t0)
 {
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
+    char msg[MPI_MAX_ERROR_STRING] = "", cls[32];
+    int len = 0, c = 0;
 
     MPI_Error_string(rc, msg, &len);
     for (char *p = msg; *p; p++)
         if (*p == '\n')
             *p = ' ';
-    printf("%s after %.1f s: %s\n", what, MPI_Wtime() - t0, msg);
+    MPI_Error_class(rc, &c);
+    if (c == MPIX_ERR_PROC_FAILED)
+        snprintf(cls, sizeof(cls), "MPIX_ERR_PROC_FAILED");
+    else
+        snprintf(cls, sizeof(cls), "error class %d", c);
+    printf("%s after %.1f s: %s: %s\n", what, MPI_Wtime() - t0, cls, msg);
     fflush(stdout);
     _exit(3);
 }
