@@ -46,6 +46,12 @@
  *                       "notice: ok" (or CORRUPT) after the exchange.
  *   mpi_life notice 1   the same with the program's own SIGUSR1 handler,
  *                       installed before MPI_Init: it must see both.
+ *   mpi_life others [exit]
+ *                       3 ranks: rank 1 dies; ranks 0 and 2 exchange 1 MiB
+ *                       each way 20 times over 1.5 s, verified, then rank 0
+ *                       receives from rank 1; rank 0 prints "others: ok"
+ *                       if every exchange succeeded and the receive failed
+ *                       with MPIX_ERR_PROC_FAILED.
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -194,6 +200,38 @@ static int kill_one(int node)
     report_death("kill: rank 0 saw the failure", rc, t0);
 }
 
+/* Rank 1 dies after a barrier; ranks 0 and 2 go on exchanging 1 MiB each
+ * way, verified, for about 1.5 s (the death is seen meanwhile), then rank
+ * 0 receives from rank 1.  Every exchange must succeed, the receive fail
+ * with MPIX_ERR_PROC_FAILED. */
+static int others(void)
+{
+    unsigned char *b = malloc(LEN);
+    int i, rc = MPI_SUCCESS, c = 0, bad = 0, peer = 2 - rank;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1)
+        die(0);
+    for (i = 0; i < 20 && rank <= 2 && rc == MPI_SUCCESS; i++) {
+        fill(b, LEN, i + rank);
+        rc = MPI_Sendrecv_replace(b, LEN, MPI_BYTE, peer, 0, peer, 0, MPI_COMM_WORLD,
+                                  MPI_STATUS_IGNORE);
+        bad += rc == MPI_SUCCESS ? check(b, LEN, i + peer) : 0;
+        pause_s(0.075);
+    }
+    if (rank == 0) {
+        int r1 = MPI_Recv(b, 1, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+
+        MPI_Error_class(r1, &c);
+        printf("others: %s (%d exchanges with rank 2, %d bad bytes; receive from rank 1: %s)\n",
+               rc || bad || c != MPIX_ERR_PROC_FAILED ? "FAILED" : "ok", i, bad,
+               c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : "not that class");
+    }
+    free(b);
+    return rc != MPI_SUCCESS || bad || (rank == 0 && c != MPIX_ERR_PROC_FAILED);
+}
+
 static volatile sig_atomic_t usr1_seen;
 
 static void usr1_count(int sig)
@@ -292,9 +330,11 @@ int main(int argc, char **argv)
         rc = kill_after_send();
     else if (!strcmp(mode, "notice"))
         rc = notice(s == 1);
+    else if (!strcmp(mode, "others") && size >= 3)
+        rc = others();
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
-                " | killsend [exit] | notice [1]\n");
+                " | killsend [exit] | notice [1] | others [exit] (3 ranks+)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

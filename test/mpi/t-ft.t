@@ -3,8 +3,8 @@
 # MPIR_CVAR_ENABLE_FT=1 under mpiexec -disable-auto-cleanup): a send to or a
 # receive from the dead rank fails with MPIX_ERR_PROC_FAILED, whether it
 # died before or after it connected, and the survivor's MPI_Finalize
-# returns.  mpi_life: the error class of an exchange the death interrupts,
-# and the one line naming the dead rank and its host.
+# returns.  mpi_life: the other ranks' traffic goes on, and a program that
+# does not handle failures itself is told which rank died, on which host.
 . "$(dirname "$0")/../lib.sh"
 plan 6
 P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
@@ -14,14 +14,27 @@ tests=(senddead recvdead isenddead irecvdead)
 { make -C "$T/util" libmtest_single.la && make -C "$T/ft" "${tests[@]}" &&
     "$P/bin/mpicc" -O2 -o "$W/mpi_life" "$TOP/test/mpi/mpi_life.c"; } > "$W/build.log" 2>&1 ||
     { tail -20 "$W/build.log" | diag; echo "Bail out! cannot build the test programs"; exit 1; }
+# As MPICH's runtests judges them (TestStatusNoErrors): a nonzero exit
+# status (the dead rank's exit(1)), " No Errors", and no other output but
+# Hydra's banner for "signal 1": its proxy stores a raw wait status of 1
+# for a rank whose PMI socket closed before MPI_Finalize (pmip_cb.c:312)
+# and reports it when that wins the race with waitpid's real one (256,
+# exit code 1): about 1 run in 4 here, with every channel.
+hydra='^(YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup \(signal 1\)|This typically refers to a problem with your application\.|Please see the FAQ page for debugging suggestions)$'
 for t in "${tests[@]}"; do
-    EXPECT_TIMEOUT=60 expect_output 0 '^ No Errors' "ft/$t: MPIX_ERR_PROC_FAILED, then MPI_Finalize returns" -- \
-        env MPIR_CVAR_ENABLE_FT=1 "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$T/ft/$t"
+    out=$(MPIR_CVAR_ENABLE_FT=1 timeout -k 5 60 "$P/bin/mpiexec" -disable-auto-cleanup -n 2 \
+        "$T/ft/$t" 2>&1); rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -Eq '^\s*No Errors\s*$' <<<"$out" &&
+        ! grep -Ev '^\s*No Errors\s*$' <<<"$out" | grep -Evq "$hydra"
+    st=$?
+    ok $st "ft/$t: MPIX_ERR_PROC_FAILED, then MPI_Finalize returns (exit $rc)"
+    [ $st -eq 0 ] || tail -20 <<<"$out" | diag
 done
+EXPECT_TIMEOUT=60 expect_output 1 '^others: ok ' \
+    "ranks 0 and 2 exchange 1 MiB, verified, while and after rank 1 dies; a receive from it fails" -- \
+    "$P/bin/mpiexec" -disable-auto-cleanup -n 3 "$W/mpi_life" others exit
 out=$(timeout -k 5 60 "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" kill exit 2>&1)
-grep -Eq '^kill: rank 0 saw the failure after [0-4]\.[0-9] s: MPIX_ERR_PROC_FAILED' <<<"$out"
-ok $? "an exchange with a rank gone without MPI_Finalize fails with MPIX_ERR_PROC_FAILED"
-grep -Eq "rank 1 on $(hostname) " <<<"$out"
-ok $? "the survivor names the dead rank and its host"
+grep -Eq "^\[ch3:rdma\] rank 0: .*rank 1 on $(hostname) " <<<"$out"
+ok $? "without MPIR_CVAR_ENABLE_FT, the survivor names the dead rank and its host on one line"
 grep -E 'kill:|rank 1' <<<"$out" | head -5 | diag
 done_testing
