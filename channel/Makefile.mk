@@ -32,6 +32,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3_init.c \
     $(rdma_dir)/src/ch3_send.c \
     $(rdma_dir)/src/ch3_progress.c \
+    $(rdma_dir)/src/ch3_fail.c \
     $(rdma_dir)/src/rdma_channel.c \
     $(rdma_dir)/src/rdma_chan.c \
     $(rdma_dir)/src/rdma_chan_wait.c \

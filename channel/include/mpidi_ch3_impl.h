@@ -20,9 +20,10 @@ int MPIDI_CH3I_RDMA_finalize(void);
 int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t * nbytes);
 
 /* The channel core (rdma_channel.c) and, out of line, a failed status of
- * it as an mpi_errno (rdma_mpi_errno). */
+ * an operation on vc as an mpi_errno (RDMA_ERR_PEER fails vc first). */
 extern rdma_chan_t MPIDI_CH3I_chan;
-int MPIDI_CH3I_RDMA_errno(rdma_status_t st) __attribute__ ((cold));
+int MPIDI_CH3I_RDMA_errno(MPIDI_VC_t * vc, rdma_status_t st) __attribute__ ((cold));
+int MPIDI_CH3I_RDMA_peer_errno(const char *why) __attribute__ ((cold));
 
 /* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
  * the connection is being made, the ring is full or the peer is still
@@ -33,7 +34,7 @@ static inline int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, 
 {
     rdma_status_t st = rdma_chan_putv(&MPIDI_CH3I_chan, &vc->ch.conn, iov, n, nbytes);
 
-    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
 /* put_datav of len bytes the caller copies in itself (a header of fixed
@@ -53,7 +54,7 @@ int MPIDI_CH3I_RDMA_put_commit(MPIDI_VC_t * vc, size_t len)
 {
     rdma_status_t st = rdma_chan_commit(&MPIDI_CH3I_chan, &vc->ch.conn, len);
 
-    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
 /* Receive fast path: *buf, *len view what vc's peer has put, where it
@@ -70,7 +71,7 @@ static inline int MPIDI_CH3I_RDMA_read_done(MPIDI_VC_t * vc, size_t n)
 {
     rdma_status_t st = rdma_chan_consume(&MPIDI_CH3I_chan, &vc->ch.conn, n);
 
-    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(st);
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
 /* Connection management under the interface (rdma_channel.c). */
@@ -93,6 +94,18 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed);
 int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed);
 int MPIDI_CH3I_Progress_init(void);
 int MPIDI_CH3I_Progress_finalize(void);
+void MPIDI_CH3I_Sendq_fail(MPIDI_VC_t * vc, int err);
+
+/* A peer that dies (ch3_fail.c): its VC fails once, naming it (why), and
+ * what waits on it completes with MPIX_ERR_PROC_FAILED; VC_dead when the
+ * process manager reports the death; Hydra's SIGUSR1 notices counted
+ * (usr1_count) and handled (usr1_seen) by Fault_notice. */
+void MPIDI_CH3I_Fault_init(void);
+int MPIDI_CH3I_Fault_notice(void) __attribute__ ((cold));
+int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why) __attribute__ ((cold));
+int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc) __attribute__ ((cold));
+extern MPL_atomic_int_t MPIDI_CH3I_usr1_count;
+extern int MPIDI_CH3I_usr1_seen;
 
 #if defined(USE_EAGER_SHORT)
 /* An eager-short packet on the wire ends with its data_sz data bytes.

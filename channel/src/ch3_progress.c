@@ -17,7 +17,6 @@
  * progress and an idle wait does not burn a core.
  */
 #include "mpidi_ch3_impl.h"
-#include <signal.h>
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
 
@@ -26,49 +25,12 @@ static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_CH3 + 1];
 static int recv_close(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                       MPIR_Request ** rreqp);
 
-/* Hydra sends every survivor SIGUSR1 when a process dies under
- * -disable-auto-cleanup, and its default action kills the rank.  The
- * channel finds a dead peer itself (the connection fails or times out,
- * naming rank and host), so the notice only passes on to the handler the
- * program had before MPI_Init; a blocking wait it interrupts (EINTR) goes
- * back to polling.  MPIX failure queries read Hydra's list of dead
- * processes themselves (MPIDI_CH3U_Check_for_failed_procs).  Installed
- * once and kept after MPI_Finalize, like ch3:nemesis' handler: a peer
- * that dies later still signals.  usr1_prev is written before the
- * handler is installed and never again. */
-static struct sigaction usr1_prev;
-
-__attribute__ ((cold))
-static void usr1_notice(int sig, siginfo_t * info, void *ctx)
-{
-    if (usr1_prev.sa_flags & SA_SIGINFO)
-        usr1_prev.sa_sigaction(sig, info, ctx);
-    else if (usr1_prev.sa_handler != SIG_DFL && usr1_prev.sa_handler != SIG_IGN)
-        usr1_prev.sa_handler(sig);
-}
-
-__attribute__ ((cold))
-static void usr1_install(void)
-{
-    struct sigaction sa = {.sa_sigaction = usr1_notice, .sa_flags = SA_SIGINFO | SA_RESTART };
-    struct sigaction cur;
-
-    if (sigaction(SIGUSR1, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO
-                                                 && cur.sa_sigaction == usr1_notice))
-        return;
-    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN)
-        return;                 /* already harmless */
-    usr1_prev = cur;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-}
-
 int MPIDI_CH3I_Progress_init(void)
 {
     int mpi_errno = MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_CH3 + 1);
 
     pktArray[MPIDI_CH3_PKT_CLOSE] = recv_close;
-    usr1_install();
+    MPIDI_CH3I_Fault_init();
     return mpi_errno;
 }
 
@@ -221,6 +183,8 @@ int MPIDI_CH3I_Recv_progress(MPIDI_VC_t * vc, int *progressed)
   fn_exit:
     return mpi_errno;
   fn_fail:
+    if (vc->ch.terminating == 3)
+        mpi_errno = MPI_SUCCESS;        /* vc failed: its requests carry the error */
     goto fn_exit;
 }
 
@@ -244,7 +208,8 @@ static int terminate_if_drained(MPIDI_VC_t * vc)
     goto fn_exit;
 }
 
-/* Run MPICH's progress hooks.  A hook (e.g. RMA op cleanup) may satisfy
+/* Handle Hydra's notice of a dead process (ch3_fail.c), then run MPICH's
+ * progress hooks.  A hook (e.g. RMA op cleanup) may satisfy
  * what a blocking wait waits for without completing a request: count it
  * as a completion, as ch3:sock and ch3:nemesis do, or the wait never
  * returns.  Kept out of line: inlined into the poll loop, the 8-byte
@@ -254,6 +219,9 @@ static int __attribute__ ((noinline)) progress_hooks(int *progressed)
 {
     int mpi_errno, made = FALSE;
 
+    if (MPL_atomic_relaxed_load_int(&MPIDI_CH3I_usr1_count) != MPIDI_CH3I_usr1_seen
+        && (mpi_errno = MPIDI_CH3I_Fault_notice()) != MPI_SUCCESS)
+        return mpi_errno;
     mpi_errno = MPIR_Progress_hook_exec_all(&made);
     if (made)
         MPIDI_CH3_Progress_signal_completion();
@@ -313,9 +281,12 @@ int MPIDI_CH3I_Progress(int blocking, MPID_Progress_state * state)
     goto fn_exit;
 }
 
-/* CH3's close protocol is done for vc; finish when its queue drains. */
+/* CH3's close protocol is done for vc (CLOSED): finish when its queue
+ * drains.  In any other state its process is dead (ch3_fail.c). */
 int MPIDI_CH3_Connection_terminate(MPIDI_VC_t * vc)
 {
+    if (vc->state != MPIDI_VC_STATE_CLOSED)
+        return MPIDI_CH3I_VC_dead(vc);
     vc->ch.terminating = 1;
     return terminate_if_drained(vc);
 }

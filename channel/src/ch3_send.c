@@ -158,7 +158,8 @@ int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_ou
 }
 
 /* iSend(v): send iov for sreq, running its completion action each time
- * its iov is in the pipe; the rest stays queued in sreq. */
+ * its iov is in the pipe; the rest stays queued in sreq.  If vc fails,
+ * sreq completes with the error (MPI_Isend returns, MPI_Wait reports). */
 static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int n)
 {
     int mpi_errno, complete, hdr = TRUE;
@@ -186,6 +187,11 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
   fn_exit:
     return mpi_errno;
   fn_fail:
+    if (MPIR_ERR_GET_CLASS(mpi_errno) == MPIX_ERR_PROC_FAILED) {
+        /* vc's peer failed: the error goes with sreq, as with queued ones */
+        sreq->status.MPI_ERROR = mpi_errno;
+        mpi_errno = MPID_Request_complete(sreq);
+    }
     goto fn_exit;
 }
 
@@ -298,5 +304,19 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
   fn_exit:
     return mpi_errno;
   fn_fail:
+    if (vc->ch.terminating == 3)
+        mpi_errno = MPI_SUCCESS;        /* vc failed: its requests carry the error */
     goto fn_exit;
+}
+
+/* vc failed (ch3_fail.c): every queued request completes with err. */
+void MPIDI_CH3I_Sendq_fail(MPIDI_VC_t * vc, int err)
+{
+    MPIR_Request *sreq;
+
+    while ((sreq = vc->ch.sendq_head) != NULL) {
+        sreq->status.MPI_ERROR = err;
+        sendq_dequeue(&vc->ch);
+        MPID_Request_complete(sreq);
+    }
 }

@@ -569,13 +569,12 @@ static rdma_status_t rdma_chan_poll_fail(rdma_chan_t * ch, int k, rdma_status_t 
 
     if (st != RDMA_ERR_PEER)
         return rdma_say(ch->msg, sizeof(ch->msg), st, "%s", ch->xp[k].ops->error(ch->xp[k].xp));
-    /* the peer may tear down its side once the close protocol is done */
-    for (i = 0; i < ch->size + ch->ndyn; i++) {
+    for (i = 0, st = RDMA_OK; i < ch->size + ch->ndyn && st == RDMA_OK; i++) {
         rdma_link_t *l = rdma_chan_link_at(ch, i);
-        if (l && l->xc.state == RDMA_CONN_FAILED && ch->owner.in_use(ch->owner.arg, l))
-            return rdma_chan_conn_error(ch, &l->xc, st);
+        if (l && l->xc.state == RDMA_CONN_FAILED)
+            st = ch->owner.failed(ch->owner.arg, l);
     }
-    return RDMA_OK;
+    return st;
 }
 
 rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)

@@ -43,8 +43,11 @@ typedef struct rdma_chan_owner {
     /* rank's whole business card (";"-separated "<key>:<fragment>") */
     int (*card_of) (void *arg, int rank, char *buf, size_t len);        /* 0 = ok */
     void (*ready) (void *arg, rdma_link_t * l);
-    /* 1 while the owner still uses link l (a failure matters) */
-    int (*in_use) (void *arg, const rdma_link_t * l);
+    /* Link l is FAILED (l->xc.why says why): told on every poll that
+     * finds a transport reporting a failure, so it must be idempotent.
+     * The owner decides what it means (nothing once its use of l ended:
+     * a peer may exit after the close handshake). */
+    rdma_status_t (*failed) (void *arg, rdma_link_t * l);
     /* Peers outside the job (dynamic processes).  resolve: l is about to
      * connect but is not known to the core yet (add it: rdma_chan_dyn_add)
      * or was CLOSED (rdma_chan_dyn_reopen).
@@ -152,8 +155,7 @@ rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);
 rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n);
 
 /* Progress the transports (poll_every on each call, the others every 64th);
- * a peer failure is an error only while the owner still uses that link
- * (owner.in_use). */
+ * a failed link is told to the owner (owner.failed), not returned. */
 static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
 {
     unsigned n = ++ch->polls;
@@ -195,12 +197,15 @@ rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 
-/* Read what l's peer has put into the iov; *nbytes may be 0. */
+/* Read what l's peer has put into the iov; *nbytes may be 0.  A FAILED
+ * link keeps giving what its peer wrote before, then RDMA_ERR_PEER. */
 static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
                                            const struct iovec *iov, int n, size_t *nbytes)
 {
     rdma_status_t st = rdma_link_getv(l, iov, n, nbytes);
 
+    if (st == RDMA_OK && *nbytes == 0 && l->xc.state == RDMA_CONN_FAILED)
+        st = RDMA_ERR_PEER;     /* read all the peer wrote: now its failure */
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 

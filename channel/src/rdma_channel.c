@@ -37,8 +37,9 @@ struct MPIDI_VC *MPIDI_CH3I_ready_vcs;
 int MPIDI_CH3I_poll_spins;
 
 /* The one place a channel status becomes an mpi_errno: the diagnosis is
- * MPIDI_CH3I_chan.msg, under the error class of the phase. */
-enum { RDMA_AT_CONFIG, RDMA_AT_INIT, RDMA_AT_RUN };
+ * MPIDI_CH3I_chan.msg, under the error class of the phase (an operation on
+ * a VC whose peer failed: MPIX_ERR_PROC_FAILED). */
+enum { RDMA_AT_CONFIG, RDMA_AT_INIT, RDMA_AT_RUN, RDMA_AT_VC };
 static int rdma_mpi_errno(rdma_status_t st, int at)
 {
     int mpi_errno = MPI_SUCCESS;
@@ -50,6 +51,9 @@ static int rdma_mpi_errno(rdma_status_t st, int at)
         MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|cvar", "**ch3|rdma|cvar %s", msg);
     else if (at == RDMA_AT_INIT)
         MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|init", "**ch3|rdma|init %s", msg);
+    else if (at == RDMA_AT_VC && st == RDMA_ERR_PEER)
+        MPIR_ERR_SET1(mpi_errno, MPIX_ERR_PROC_FAILED, "**ch3|rdma|xport", "**ch3|rdma|xport %s",
+                      msg);
     else
         MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|xport", "**ch3|rdma|xport %s", msg);
     return mpi_errno;
@@ -75,6 +79,10 @@ static void rdma_link_ready(void *arg, rdma_link_t * l)
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
+    if (vc->ch.terminating == 3) {
+        rdma_link_quiesce(l);   /* connected after its process was reported dead */
+        return;
+    }
     /* A passively connected VC takes part in CH3's close protocol too. */
     if (vc->state == MPIDI_VC_STATE_INACTIVE)
         MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
@@ -259,14 +267,18 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     goto fn_exit;
 }
 
-/* A failed connection only matters while CH3 still uses the VC: the peer
- * may tear down its side once the close protocol is done. */
-static int rdma_vc_in_use(void *arg, const rdma_link_t * l)
+/* A failed connection fails its VC (ch3_fail.c: a no-op once the close
+ * protocol is done, since the peer may then tear down its side, or once
+ * failed); one that was READY once its frames are read (rdma_vc_errno). */
+static rdma_status_t rdma_link_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
-    return vc->state == MPIDI_VC_STATE_ACTIVE || vc->state == MPIDI_VC_STATE_INACTIVE;
+    if (vc->ch.on_ready_list || MPIDI_CH3I_VC_fail(vc, l->xc.why) == MPI_SUCCESS)
+        return RDMA_OK;
+    return rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_SYS,
+                    "completing the operations of a failed connection failed (%s)", l->xc.why);
 }
 
 /* KVS key of a rank's CPU set (rdma_cpus_publish, rdma_poll_spins). */
@@ -426,7 +438,7 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
 {
     static const rdma_xport_ops_t *const ops[RDMA_XP_N] = { &rdma_xport_shm, &rdma_xport_verbs };
     static const rdma_chan_owner_t owner = { rdma_link_of_rank, rdma_card_of, rdma_link_ready,
-        rdma_vc_in_use, rdma_link_resolve, rdma_link_accept, NULL
+        rdma_link_failed, rdma_link_resolve, rdma_link_accept, NULL
     };
     int mpi_errno = MPI_SUCCESS, i, *node = NULL;
     rdma_chan_config_t cfg;
@@ -490,9 +502,30 @@ int MPIDI_CH3I_RDMA_finalize(void)
     return rdma_mpi_errno(st, RDMA_AT_RUN);
 }
 
-int MPIDI_CH3I_RDMA_errno(rdma_status_t st)
+/* An operation on vc failed with st.  RDMA_ERR_PEER fails vc, but not
+ * before its frames are read: a link that failed while READY (vc on the
+ * ready list) waits for the read that finds none left (drained). */
+static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
-    return rdma_mpi_errno(st, RDMA_AT_RUN);
+    int mpi_errno = rdma_mpi_errno(st, RDMA_AT_VC);
+
+    if (st == RDMA_ERR_PEER && (drained || !vc->ch.on_ready_list
+                                || vc->ch.conn.xc.state != RDMA_CONN_FAILED))
+        MPIDI_CH3I_VC_fail(vc, MPIDI_CH3I_chan.msg);
+    return mpi_errno;
+}
+
+int MPIDI_CH3I_RDMA_errno(MPIDI_VC_t * vc, rdma_status_t st)
+{
+    return rdma_vc_errno(vc, st, 0);
+}
+
+/* The error of the operations on a VC whose peer failed (why). */
+int MPIDI_CH3I_RDMA_peer_errno(const char *why)
+{
+    if (why != MPIDI_CH3I_chan.msg)
+        rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER, "%s", why);
+    return rdma_mpi_errno(RDMA_ERR_PEER, RDMA_AT_VC);
 }
 
 /* Read what vc's peer has put into the iov, pulling large parts (zc.h);
@@ -501,14 +534,16 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
 {
     rdma_status_t st = rdma_chan_getv(&MPIDI_CH3I_chan, &vc->ch.conn, iov, n, nbytes);
 
-    return st == RDMA_OK ? MPI_SUCCESS : rdma_mpi_errno(st, RDMA_AT_RUN);
+    return st == RDMA_OK ? MPI_SUCCESS : rdma_vc_errno(vc, st, 1);
 }
 
 /* --- connections ------------------------------------------------------ */
 
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc)
 {
-    return rdma_mpi_errno(rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn), RDMA_AT_RUN);
+    rdma_status_t st = rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn);
+
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
 int MPIDI_CH3I_RDMA_poll_transports(void)

@@ -229,6 +229,8 @@ static rdma_status_t rdma_verbs_pipe_credit(void *ctx, uint64_t tail)
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
 
     ctl->src_credit = vc->last_credit = tail;
+    if (vc->cm == RDMA_VERBS_CM_DEAD)
+        return RDMA_OK;         /* no one to tell; what the peer wrote is still read */
     return rdma_verbs_word_write(vc, &ctl->src_credit, offsetof(rdma_verbs_ctl_t, tail_word),
                                  RDMA_VERBS_IMM_CREDIT, 0);
 }

@@ -18,7 +18,8 @@ typedef struct rank {
     rdma_chan_t ch;
     rdma_link_t link[NR];
     char card[256];
-    int ready[NR], in_use[NR];
+    int ready[NR], told[NR];      /* owner.ready, owner.failed calls per peer */
+    rdma_status_t answer;       /* what owner.failed returns */
 } rank_t;
 
 static rank_t R[NR];
@@ -40,9 +41,10 @@ static void t_ready(void *arg, rdma_link_t * l)
     ((rank_t *) arg)->ready[l->xc.peer]++;
 }
 
-static int t_in_use(void *arg, const rdma_link_t * l)
+static rdma_status_t t_failed(void *arg, rdma_link_t * l)
 {
-    return ((rank_t *) arg)->in_use[l->xc.peer];
+    ((rank_t *) arg)->told[l->xc.peer]++;
+    return ((rank_t *) arg)->answer;
 }
 
 static rdma_chan_config_t t_config(rdma_transport_choice_t t)
@@ -69,15 +71,13 @@ static const rdma_xport_ops_t *world_ops[RDMA_XP_N] = { &fake_xport, &fake_xport
 static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
     rdma_chan_config_t cfg = t_config(t);
-    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_in_use, NULL, NULL, NULL };
-    int r, i;
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL };
+    int r;
 
     memset(R, 0, sizeof(R));
     nranks = n;
     for (r = 0; r < n; r++) {
         own.arg = &R[r];
-        for (i = 0; i < n; i++)
-            R[r].in_use[i] = 1;
         rdma_chan_init(&R[r].ch, &cfg, world_ops, r, n, "t_chan", &own);
         if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK ||
             rdma_chan_open(&R[r].ch, R[r].card, sizeof(R[r].card)) != RDMA_OK) {
@@ -328,14 +328,13 @@ static void test_failures(void)
         ok(0, "set up");
         return;
     }
-    R[0].in_use[1] = 0;
     fake_faults.kill_peer = 2;  /* rank 1 */
-    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_FAILED,
-       "a dead peer no longer in use is no error");
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_FAILED
+       && R[0].told[1] == 1 && R[0].told[2] == 0,
+       "a dead peer is told to the owner, not returned from the poll");
     fake_faults.kill_peer = 3;  /* rank 2 */
-    st = rdma_chan_poll(&R[0].ch);
-    ok(st == RDMA_ERR_PEER && strstr(R[0].ch.msg, "rank 2 died") != NULL,
-       "a dead peer in use is an error naming it: %s", R[0].ch.msg);
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].told[2] == 1 && R[0].told[1] == 2,
+       "the next one too, and the first again (the owner's part is idempotent)");
     ok(strstr(R[0].link[1].xc.why, "rank 1") && strstr(R[0].link[2].xc.why, "rank 2"),
        "each connection keeps its own diagnosis");
     st = rdma_chan_connect(&R[0].ch, &R[0].link[1]);
@@ -345,9 +344,37 @@ static void test_failures(void)
     world_close();
 }
 
-/* CH3's close handshake with rank 1 is done (its VC is INACTIVE, which
- * CH3 counts as in use) and rank 1 exits while rank 0 still waits for
- * rank 2: the closed connection's death is no error; rank 2's still is. */
+/* Rank 1 puts a message into rank 0's pipe and dies before rank 0 reads
+ * it: rank 0 still reads it whole, then the failure (no byte lost). */
+static void test_failed_drain(void)
+{
+    static const int node[NR] = { 0, 0, 0 };
+    char m[8], got[8] = "";
+    struct iovec in = { got, sizeof(got) }, out = { "last", 5 };
+    size_t nb = 0, rd = 0;
+    rdma_status_t st;
+
+    if (world_open(2, node, RDMA_TRANSPORT_AUTO) || send_recv(1, 0, "a", m, 2)
+        || rdma_chan_putv(&R[1].ch, &R[1].link[0], &out, 1, &nb) != RDMA_OK || nb != 5) {
+        ok(0, "set up");
+        return;
+    }
+    fake_faults.kill_peer = 2;  /* rank 1 */
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_FAILED,
+       "rank 1 dies with a message in rank 0's pipe");
+    st = rdma_chan_getv(&R[0].ch, &R[0].link[1], &in, 1, &rd);
+    ok(st == RDMA_OK && rd == 5 && !strcmp(got, "last"), "the failed link still gives it (%zu B)",
+       rd);
+    st = rdma_chan_getv(&R[0].ch, &R[0].link[1], &in, 1, &rd);
+    ok(st == RDMA_ERR_PEER && rd == 0 && strstr(R[0].ch.msg, "rank 1 died"),
+       "then the failure, naming the peer: %s", R[0].ch.msg);
+    fake_faults.kill_peer = 0;
+    world_close();
+}
+
+/* CH3's close handshake with rank 1 is done and rank 1 exits while rank
+ * 0 still waits for rank 2: the closed connection's death is no failure;
+ * rank 2's still is. */
 static void test_closing_window(void)
 {
     static const int node[NR] = { 0, 0, 0 };
@@ -362,10 +389,12 @@ static void test_closing_window(void)
     ok(R[0].link[1].xc.state == RDMA_CONN_CLOSED && R[0].link[2].xc.state == RDMA_CONN_READY,
        "quiesce closes that connection only");
     fake_faults.kill_peer = 2;  /* rank 1 */
-    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_CLOSED,
-       "a peer that exits after the close handshake is no error");
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_OK && R[0].link[1].xc.state == RDMA_CONN_CLOSED
+       && R[0].told[1] == 0, "a peer that exits after the close handshake is no failure");
     fake_faults.kill_peer = 3;  /* rank 2 */
-    ok(rdma_chan_poll(&R[0].ch) == RDMA_ERR_PEER, "a peer still connected that dies is one");
+    R[0].answer = RDMA_ERR_SYS;
+    ok(rdma_chan_poll(&R[0].ch) == RDMA_ERR_SYS && R[0].told[2] == 1 && R[0].told[1] == 0,
+       "a peer still connected that dies is one, told to the owner; its answer is the poll's");
     fake_faults.kill_peer = 0;
     world_close();
 }
@@ -457,6 +486,7 @@ int main(void)
     test_dyn();
     test_data();
     test_failures();
+    test_failed_drain();
     test_closing_window();
     test_proto_error();
     test_wait();
