@@ -7,7 +7,7 @@ P=$1 W=$2 T=5
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-400}
 V=(env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=$T)
 H=(-hosts node0,node1)
-plan 6
+plan 9
 
 expect_output 0 'late: ok after' \
     "a rank that computes 3x CONNECT_TIMEOUT before its first receive gets its message" -- \
@@ -35,6 +35,21 @@ ok $? "the diagnosis names the dead rank and its host"
 [[ $(grep -c . <<<"$out") -lt 40 ]] && grep -E 'kill:|ch3:rdma|rank 1' <<<"$out" | head -5 | diag
 [[ -n $t ]] || { echo "no 'kill:' line (mpiexec exit status $krc after $took s); the output ends:"
     tail -n 15 <<<"$out"; } | diag
+
+# Rank 1 (node1) exits without MPI_Finalize while ranks 0 and 2 (node0)
+# exchange over verbs: their traffic goes on, verified, and rank 0's
+# receive from rank 1 fails with MPIX_ERR_PROC_FAILED.
+expect_output 1 '^others: ok ' \
+    "ranks 0 and 2 exchange 1 MiB over verbs, verified, while and after rank 1 dies; a receive from it fails" -- \
+    "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 3 "$W/mpi_life" others exit
+
+# CH3's rendezvous with a rank on the other node that dies: a send waiting
+# for its CTS, a receive waiting for its data, each fails.
+for m in bigsend bigrecv; do
+    expect_output 1 "^$m: MPIX_ERR_PROC_FAILED after" \
+        "$m over verbs: a rendezvous waiting on a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
+        "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 "$W/mpi_life" $m exit
+done
 
 # A receiver whose pinning fails mid-rendezvous (no CAP_IPC_LOCK, 16 MiB
 # memlock, a 64 MiB message whose first 8 MiB it can pin, the rest not)

@@ -52,6 +52,11 @@
  *                       receives from rank 1; rank 0 prints "others: ok"
  *                       if every exchange succeeded and the receive failed
  *                       with MPIX_ERR_PROC_FAILED.
+ *   mpi_life bigsend [exit], mpi_life bigrecv [exit]
+ *                       CH3's rendezvous (4 MiB) with a rank that dies:
+ *                       rank 0 sends to it, or receives what it began to
+ *                       send; prints "bigsend: MPIX_ERR_PROC_FAILED after
+ *                       T s" (or bigrecv) if the operation failed so.
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -232,6 +237,41 @@ static int others(void)
     return rc != MPI_SUCCESS || bad || (rank == 0 && c != MPIX_ERR_PROC_FAILED);
 }
 
+/* CH3's rendezvous with a rank that dies (messages over its eager limit).
+ * bigsend: rank 1 dies 0.5 s after a barrier; rank 0 sends it 4 MiB (its
+ * RTS waits for a CTS).  bigrecv: rank 1 starts a 4 MiB send to rank 0 and
+ * dies 0.5 s later; rank 0 probes until the RTS arrives, then receives (its
+ * CTS waits for the data).  Rank 0 prints "MODE: MPIX_ERR_PROC_FAILED after T s". */
+static int rendezvous(int recv)
+{
+    unsigned char *b = calloc(4, LEN);
+    int rc, c = 0, flag = 0;
+    MPI_Request r;
+    double t0;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        if (recv)
+            MPI_Isend(b, 4 * LEN, MPI_BYTE, 0, 0, MPI_COMM_WORLD, &r);
+        pause_s(0.5);   /* rank 0 waits in the rendezvous by now */
+        die(0);
+    }
+    if (rank != 0)
+        return 0;
+    t0 = MPI_Wtime();
+    while (recv && !flag && MPI_Wtime() - t0 < 5)
+        MPI_Iprobe(1, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    rc = recv ? MPI_Recv(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+        : MPI_Send(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    MPI_Error_class(rc, &c);
+    printf("%s: %s after %.1f s\n", recv ? "bigrecv" : "bigsend",
+           c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : rc ? "another error" : "success",
+           MPI_Wtime() - t0);
+    free(b);
+    return c != MPIX_ERR_PROC_FAILED;
+}
+
 static volatile sig_atomic_t usr1_seen;
 
 static void usr1_count(int sig)
@@ -332,9 +372,12 @@ int main(int argc, char **argv)
         rc = notice(s == 1);
     else if (!strcmp(mode, "others") && size >= 3)
         rc = others();
+    else if (!strcmp(mode, "bigsend") || !strcmp(mode, "bigrecv"))
+        rc = rendezvous(!strcmp(mode, "bigrecv"));
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
-                " | killsend [exit] | notice [1] | others [exit] (3 ranks+)\n");
+                " | killsend [exit] | notice [1] | others [exit] (3 ranks+) | bigsend [exit]"
+                " | bigrecv [exit]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }
