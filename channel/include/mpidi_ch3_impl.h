@@ -104,6 +104,7 @@ void MPIDI_CH3I_Fault_init(void);
 int MPIDI_CH3I_Fault_notice(void) __attribute__ ((cold));
 int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why) __attribute__ ((cold));
 int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc) __attribute__ ((cold));
+void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt);
 extern MPL_atomic_int_t MPIDI_CH3I_usr1_count;
 extern int MPIDI_CH3I_usr1_seen;
 

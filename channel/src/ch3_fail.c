@@ -27,6 +27,7 @@
  */
 #include "mpidi_ch3_impl.h"
 #include <signal.h>
+#include "utlist.h"
 
 /* SIGUSR1s received: bumped by the handler in whatever thread the signal
  * lands (atomic, relaxed: only the count matters), compared by progress
@@ -76,10 +77,114 @@ int MPIDI_CH3I_Fault_notice(void)
     return MPIR_Process.comm_world ? MPIDI_CH3U_Check_for_failed_procs() : MPI_SUCCESS;
 }
 
+/* --- rendezvous owed by a peer -----------------------------------------
+ * CH3's rendezvous leaves a request waiting for its peer's next packet, in
+ * no queue CH3 or the channel searches: a send for its CTS (rndvSend_fn),
+ * a receive matched to an unexpected RTS for its data (rndvRecv_fn).  They
+ * are listed here, with a reference each, until that packet arrives, so
+ * that a failing VC completes them with its error.  (A receive posted
+ * before its RTS arrives gets its CTS from CH3's RTS handler, unseen here:
+ * it still waits if its sender dies between RTS and data.)  The list is
+ * the global critical section's. */
+typedef struct owed {
+    MPIDI_VC_t *vc;
+    MPIR_Request *req;
+    struct owed *next, *prev;
+} owed_t;
+static owed_t *owed_head;
+
+static void owed_done(owed_t * o, int err)
+{
+    DL_DELETE(owed_head, o);
+    if (err != MPI_SUCCESS) {
+        o->req->status.MPI_ERROR = err;
+        MPID_Request_complete(o->req);
+    }
+    MPIR_Request_free(o->req);
+    MPL_free(o);
+}
+
+static void owed_add(MPIDI_VC_t * vc, MPIR_Request * req)
+{
+    owed_t *o = MPL_malloc(sizeof(*o), MPL_MEM_OTHER);
+
+    if (o == NULL)
+        return;                 /* untracked: waits as CH3 alone would */
+    o->vc = vc;
+    o->req = req;
+    MPIR_Request_add_ref(req);
+    DL_APPEND(owed_head, o);
+    if (vc->ch.terminating == 3)        /* failed meanwhile */
+        owed_done(o, MPIDI_CH3I_RDMA_peer_errno("its peer failed earlier"));
+}
+
+/* The packet req (handle) waited for arrived. */
+static void owed_paid(MPI_Request handle)
+{
+    owed_t *o, *t;
+
+    DL_FOREACH_SAFE(owed_head, o, t)
+        if (o->req->handle == handle) {
+        owed_done(o, MPI_SUCCESS);
+        return;
+        }
+}
+
+static int owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
+                          MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
+                          MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm * comm,
+                          int context_offset)
+{
+    MPIDI_VC_t *vc;
+    int mpi_errno = MPIDI_CH3_RndvSend(sreq_p, buf, count, datatype, dt_contig, data_sz,
+                                       dt_true_lb, rank, tag, comm, context_offset);
+
+    MPIDI_Comm_get_vc(comm, rank, &vc);
+    if (mpi_errno == MPI_SUCCESS && *sreq_p && !MPIR_Request_is_complete(*sreq_p))
+        owed_add(vc, *sreq_p);
+    return mpi_errno;
+}
+
+static int owed_rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
+{
+    int mpi_errno = MPIDI_CH3_RecvRndv(vc, rreq);
+
+    if (mpi_errno == MPI_SUCCESS)
+        owed_add(vc, rreq);
+    return mpi_errno;
+}
+
+static int owed_cts(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                    MPIR_Request ** rreqp)
+{
+    owed_paid(pkt->rndv_clr_to_send.sender_req_id);
+    return MPIDI_CH3_PktHandler_RndvClrToSend(vc, pkt, data, buflen, rreqp);
+}
+
+static int owed_data(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                     MPIR_Request ** rreqp)
+{
+    owed_paid(pkt->rndv_send.receiver_req_id);
+    return MPIDI_CH3_PktHandler_RndvSend(vc, pkt, data, buflen, rreqp);
+}
+
+/* Route vc's rendezvous, and the packets that pay them, through the list. */
+void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
+{
+    if (vc) {
+        vc->rndvSend_fn = owed_rndv_send;
+        vc->rndvRecv_fn = owed_rndv_recv;
+    } else {
+        pkt[MPIDI_CH3_PKT_RNDV_CLR_TO_SEND] = owed_cts;
+        pkt[MPIDI_CH3_PKT_RNDV_SEND] = owed_data;
+    }
+}
+
 int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why)
 {
     int err;
     MPIR_Request *req;
+    owed_t *o, *t;
 
     if (vc->ch.terminating || vc->state == MPIDI_VC_STATE_MORIBUND
         || vc->state == MPIDI_VC_STATE_INACTIVE_CLOSED || vc->state == MPIDI_VC_STATE_CLOSED)
@@ -90,6 +195,9 @@ int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why)
     MPIDI_CH3I_RDMA_close(vc);
     err = MPIDI_CH3I_RDMA_peer_errno(why);
     MPIDI_CH3I_Sendq_fail(vc, err);
+    DL_FOREACH_SAFE(owed_head, o, t)
+        if (o->vc == vc)
+        owed_done(o, err);
     if ((req = vc->ch.recv_active) != NULL) {
         vc->ch.recv_active = NULL;
         req->status.MPI_ERROR = err;

@@ -30,6 +30,7 @@ int MPIDI_CH3I_Progress_init(void)
     int mpi_errno = MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_CH3 + 1);
 
     pktArray[MPIDI_CH3_PKT_CLOSE] = recv_close;
+    MPIDI_CH3I_Owed_init(NULL, pktArray);
     MPIDI_CH3I_Fault_init();
     return mpi_errno;
 }

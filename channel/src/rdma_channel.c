@@ -267,9 +267,8 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     goto fn_exit;
 }
 
-/* A failed connection fails its VC (ch3_fail.c: a no-op once the close
- * protocol is done, since the peer may then tear down its side, or once
- * failed); one that was READY once its frames are read (rdma_vc_errno). */
+/* A failed connection fails its VC (ch3_fail.c; not after its close handshake):
+ * at once, or if it was READY once its frames are read (rdma_vc_errno). */
 static rdma_status_t rdma_link_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
@@ -541,8 +540,11 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
 
 int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc)
 {
-    rdma_status_t st = rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn);
+    rdma_status_t st;
 
+    if (vc->ch.terminating == 3)        /* its peer failed (ch3_fail.c) */
+        return MPIDI_CH3I_RDMA_peer_errno("a send to a rank that failed earlier");
+    st = rdma_chan_connect(&MPIDI_CH3I_chan, &vc->ch.conn);
     return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
