@@ -7,7 +7,7 @@ P=$1 W=$2 T=5
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-400}
 V=(env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=$T)
 H=(-hosts node0,node1)
-plan 9
+plan 11
 
 expect_output 0 'late: ok after' \
     "a rank that computes 3x CONNECT_TIMEOUT before its first receive gets its message" -- \
@@ -43,11 +43,11 @@ expect_output 1 '^others: ok ' \
     "ranks 0 and 2 exchange 1 MiB over verbs, verified, while and after rank 1 dies; a receive from it fails" -- \
     "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 3 "$W/mpi_life" others exit
 
-# CH3's rendezvous with a rank on the other node that dies: a send waiting
-# for its CTS, a receive waiting for its data, each fails.
-for m in bigsend bigrecv; do
+# Requests waiting for the answer of a rank on the other node that dies
+# (CH3's rendezvous: CTS or data; a synchronous send's ack) each fail.
+for m in bigsend bigrecv bigpost ssend; do
     expect_output 1 "^$m: MPIX_ERR_PROC_FAILED after" \
-        "$m over verbs: a rendezvous waiting on a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
+        "$m over verbs: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
         "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 "$W/mpi_life" $m exit
 done
 

@@ -52,11 +52,13 @@
  *                       receives from rank 1; rank 0 prints "others: ok"
  *                       if every exchange succeeded and the receive failed
  *                       with MPIX_ERR_PROC_FAILED.
- *   mpi_life bigsend [exit], mpi_life bigrecv [exit]
+ *   mpi_life bigsend|bigrecv|bigpost|ssend [exit]
  *                       CH3's rendezvous (4 MiB) with a rank that dies:
  *                       rank 0 sends to it, or receives what it began to
- *                       send; prints "bigsend: MPIX_ERR_PROC_FAILED after
- *                       T s" (or bigrecv) if the operation failed so.
+ *                       send (its receive posted after or before the RTS
+ *                       came), or MPI_Ssends it 1 KiB; prints "bigsend:
+ *                       MPIX_ERR_PROC_FAILED after T s" (or bigrecv,
+ *                       bigpost, ssend) if it failed so.
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -240,16 +242,21 @@ static int others(void)
 /* CH3's rendezvous with a rank that dies (messages over its eager limit).
  * bigsend: rank 1 dies 0.5 s after a barrier; rank 0 sends it 4 MiB (its
  * RTS waits for a CTS).  bigrecv: rank 1 starts a 4 MiB send to rank 0 and
- * dies 0.5 s later; rank 0 probes until the RTS arrives, then receives (its
- * CTS waits for the data).  Rank 0 prints "MODE: MPIX_ERR_PROC_FAILED after T s". */
-static int rendezvous(int recv)
+ * dies 0.5 s later; rank 0 probes until the RTS arrives, then receives
+ * (its CTS waits for the data).  bigpost: the same with rank 0's receive
+ * posted before the RTS arrives.  ssend: bigsend's timing, but 1 KiB by
+ * MPI_Ssend (eager; it waits for the acknowledgement).  Rank 0 prints
+ * "MODE: MPIX_ERR_PROC_FAILED after T s". */
+static int rendezvous(const char *mode)
 {
     unsigned char *b = calloc(4, LEN);
-    int rc, c = 0, flag = 0;
+    int rc, c = 0, flag = 0, recv = strcmp(mode, "bigsend") && strcmp(mode, "ssend");
     MPI_Request r;
     double t0;
 
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (rank == 0 && !strcmp(mode, "bigpost"))
+        MPI_Irecv(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, &r);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
         if (recv)
@@ -260,12 +267,17 @@ static int rendezvous(int recv)
     if (rank != 0)
         return 0;
     t0 = MPI_Wtime();
-    while (recv && !flag && MPI_Wtime() - t0 < 5)
+    while (!strcmp(mode, "bigrecv") && !flag && MPI_Wtime() - t0 < 5)
         MPI_Iprobe(1, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-    rc = recv ? MPI_Recv(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
-        : MPI_Send(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    if (!strcmp(mode, "bigpost"))
+        rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
+    else if (!strcmp(mode, "ssend"))
+        rc = MPI_Ssend(b, 1024, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+    else
+        rc = recv ? MPI_Recv(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+            : MPI_Send(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
     MPI_Error_class(rc, &c);
-    printf("%s: %s after %.1f s\n", recv ? "bigrecv" : "bigsend",
+    printf("%s: %s after %.1f s\n", mode,
            c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : rc ? "another error" : "success",
            MPI_Wtime() - t0);
     free(b);
@@ -372,12 +384,13 @@ int main(int argc, char **argv)
         rc = notice(s == 1);
     else if (!strcmp(mode, "others") && size >= 3)
         rc = others();
-    else if (!strcmp(mode, "bigsend") || !strcmp(mode, "bigrecv"))
-        rc = rendezvous(!strcmp(mode, "bigrecv"));
+    else if (!strcmp(mode, "bigsend") || !strcmp(mode, "bigrecv") || !strcmp(mode, "bigpost")
+             || !strcmp(mode, "ssend"))
+        rc = rendezvous(mode);
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
-                " | killsend [exit] | notice [1] | others [exit] (3 ranks+) | bigsend [exit]"
-                " | bigrecv [exit]\n");
+                " | killsend [exit] | notice [1] | others [exit] (3 ranks+)"
+                " | bigsend|bigrecv|bigpost|ssend [exit]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

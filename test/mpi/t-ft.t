@@ -7,7 +7,7 @@
 # with the dead rank fails instead of waiting, and a program that does not
 # handle failures itself is told which rank died, on which host.
 . "$(dirname "$0")/../lib.sh"
-plan 8
+plan 10
 P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
 T=$P/../build/test/mpi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -34,11 +34,12 @@ done
 EXPECT_TIMEOUT=60 expect_output 1 '^others: ok ' \
     "ranks 0 and 2 exchange 1 MiB, verified, while and after rank 1 dies; a receive from it fails" -- \
     "$P/bin/mpiexec" -disable-auto-cleanup -n 3 "$W/mpi_life" others exit
-# CH3's rendezvous (4 MiB): a send waiting for the dead rank's CTS, a
-# receive waiting for the data after its CTS went out.
-for m in bigsend bigrecv; do
+# Requests waiting for the dead rank's answer: CH3's rendezvous (4 MiB), a
+# send for its CTS, a receive for the data after its CTS went out (posted
+# after its RTS arrived, or before); a synchronous send for its ack.
+for m in bigsend bigrecv bigpost ssend; do
     EXPECT_TIMEOUT=60 expect_output 1 "^$m: MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
-        "$m: a rendezvous waiting on a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
+        "$m: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
         "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" $m exit
 done
 out=$(timeout -k 5 60 "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" kill exit 2>&1)
