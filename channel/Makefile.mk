@@ -34,6 +34,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3_progress.c \
     $(rdma_dir)/src/ch3_fail.c \
     $(rdma_dir)/src/rdma_channel.c \
+    $(rdma_dir)/src/rdma_pvars.c \
     $(rdma_dir)/src/rdma_chan.c \
     $(rdma_dir)/src/rdma_chan_wait.c \
     $(rdma_dir)/src/rdma_thread.c \

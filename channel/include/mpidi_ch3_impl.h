@@ -85,6 +85,11 @@ void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc);
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 
+/* The channel's MPI_T performance variables, from init to finalize
+ * (rdma_pvars.c). */
+void MPIDI_CH3I_RDMA_pvars_start(void);
+void MPIDI_CH3I_RDMA_pvars_stop(void);
+
 /* The CVARs, validated (rdma_cvars.c); a violation names the variable and
  * its allowed range in msg. */
 rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, size_t len);
@@ -105,6 +110,8 @@ int MPIDI_CH3I_Fault_notice(void) __attribute__ ((cold));
 int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why) __attribute__ ((cold));
 int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc) __attribute__ ((cold));
 void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt);
+void MPIDI_CH3I_Owed_end(MPIDI_VC_t * vc, int err);
+void MPIDI_CH3I_Owed_pkt(MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt) __attribute__ ((cold));
 extern MPL_atomic_int_t MPIDI_CH3I_usr1_count;
 extern int MPIDI_CH3I_usr1_seen;
 

@@ -23,7 +23,9 @@
  * with MPIX_ERR_PROC_FAILED carrying that line; CH3 completes the posted
  * receives and marks the VC MORIBUND (MPIDI_CH3U_Handle_connection), so
  * later operations on it fail at once and MPI_Finalize skips it.  A VC
- * whose close handshake is done (terminating 1 or 2) is never failed.
+ * whose close handshake is done (terminating 1 or 2) is never failed, nor
+ * one outside the job (rdma_channel.c: a failure there is an error of the
+ * MPI call, as CH3's dynamic-process code expects).
  */
 #include "mpidi_ch3_impl.h"
 #include <signal.h>
@@ -77,15 +79,14 @@ int MPIDI_CH3I_Fault_notice(void)
     return MPIR_Process.comm_world ? MPIDI_CH3U_Check_for_failed_procs() : MPI_SUCCESS;
 }
 
-/* --- rendezvous owed by a peer -----------------------------------------
- * CH3's rendezvous leaves a request waiting for its peer's next packet, in
- * no queue CH3 or the channel searches: a send for its CTS (rndvSend_fn),
- * a receive matched to an unexpected RTS for its data (rndvRecv_fn).  They
- * are listed here, with a reference each, until that packet arrives, so
- * that a failing VC completes them with its error.  (A receive posted
- * before its RTS arrives gets its CTS from CH3's RTS handler, unseen here:
- * it still waits if its sender dies between RTS and data.)  The list is
- * the global critical section's. */
+/* --- answers owed by a peer --------------------------------------------
+ * CH3 leaves some requests waiting for the peer's answer, in no queue CH3
+ * or the channel searches: a rendezvous send for its CTS (rndvSend_fn), a
+ * rendezvous receive for its data once its CTS is sent, a synchronous
+ * send for its acknowledgement (ch3_send.c sees each CTS and synchronous
+ * send go out).  They are listed here, with a reference each, until the
+ * answer arrives, so that a failing VC completes them with its error.
+ * The list is the global critical section's. */
 typedef struct owed {
     MPIDI_VC_t *vc;
     MPIR_Request *req;
@@ -104,18 +105,17 @@ static void owed_done(owed_t * o, int err)
     MPL_free(o);
 }
 
+/* Not on a VC that failed: the send of what asks for the answer fails. */
 static void owed_add(MPIDI_VC_t * vc, MPIR_Request * req)
 {
-    owed_t *o = MPL_malloc(sizeof(*o), MPL_MEM_OTHER);
+    owed_t *o = vc->ch.terminating == 3 ? NULL : MPL_malloc(sizeof(*o), MPL_MEM_OTHER);
 
     if (o == NULL)
-        return;                 /* untracked: waits as CH3 alone would */
+        return;
     o->vc = vc;
     o->req = req;
     MPIR_Request_add_ref(req);
     DL_APPEND(owed_head, o);
-    if (vc->ch.terminating == 3)        /* failed meanwhile */
-        owed_done(o, MPIDI_CH3I_RDMA_peer_errno("its peer failed earlier"));
 }
 
 /* The packet req (handle) waited for arrived. */
@@ -123,11 +123,12 @@ static void owed_paid(MPI_Request handle)
 {
     owed_t *o, *t;
 
-    DL_FOREACH_SAFE(owed_head, o, t)
+    DL_FOREACH_SAFE(owed_head, o, t) {
         if (o->req->handle == handle) {
-        owed_done(o, MPI_SUCCESS);
-        return;
+            owed_done(o, MPI_SUCCESS);
+            return;
         }
+    }
 }
 
 static int owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
@@ -145,13 +146,16 @@ static int owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint coun
     return mpi_errno;
 }
 
-static int owed_rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
+void MPIDI_CH3I_Owed_pkt(MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt)
 {
-    int mpi_errno = MPIDI_CH3_RecvRndv(vc, rreq);
+    MPIR_Request *req;
 
-    if (mpi_errno == MPI_SUCCESS)
-        owed_add(vc, rreq);
-    return mpi_errno;
+    if (pkt->type == MPIDI_CH3_PKT_RNDV_CLR_TO_SEND)
+        MPIR_Request_get_ptr(pkt->rndv_clr_to_send.receiver_req_id, req);
+    else
+        MPIR_Request_get_ptr(pkt->eager_sync_send.sender_req_id, req);
+    if (req)
+        owed_add(vc, req);
 }
 
 static int owed_cts(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
@@ -168,15 +172,34 @@ static int owed_data(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_
     return MPIDI_CH3_PktHandler_RndvSend(vc, pkt, data, buflen, rreqp);
 }
 
+static int owed_ack(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                    MPIR_Request ** rreqp)
+{
+    owed_paid(pkt->eager_sync_ack.sender_req_id);
+    return MPIDI_CH3_PktHandler_EagerSyncAck(vc, pkt, data, buflen, rreqp);
+}
+
+/* vc is destroyed: what waits on it is CH3's to end (err MPI_SUCCESS), or
+ * vc failed, err each request's error. */
+void MPIDI_CH3I_Owed_end(MPIDI_VC_t * vc, int err)
+{
+    owed_t *o, *t;
+
+    DL_FOREACH_SAFE(owed_head, o, t) {
+        if (o->vc == vc)
+            owed_done(o, err);
+    }
+}
+
 /* Route vc's rendezvous, and the packets that pay them, through the list. */
 void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
 {
-    if (vc) {
+    if (vc)
         vc->rndvSend_fn = owed_rndv_send;
-        vc->rndvRecv_fn = owed_rndv_recv;
-    } else {
+    else {
         pkt[MPIDI_CH3_PKT_RNDV_CLR_TO_SEND] = owed_cts;
         pkt[MPIDI_CH3_PKT_RNDV_SEND] = owed_data;
+        pkt[MPIDI_CH3_PKT_EAGER_SYNC_ACK] = owed_ack;
     }
 }
 
@@ -184,7 +207,6 @@ int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why)
 {
     int err;
     MPIR_Request *req;
-    owed_t *o, *t;
 
     if (vc->ch.terminating || vc->state == MPIDI_VC_STATE_MORIBUND
         || vc->state == MPIDI_VC_STATE_INACTIVE_CLOSED || vc->state == MPIDI_VC_STATE_CLOSED)
@@ -195,9 +217,7 @@ int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why)
     MPIDI_CH3I_RDMA_close(vc);
     err = MPIDI_CH3I_RDMA_peer_errno(why);
     MPIDI_CH3I_Sendq_fail(vc, err);
-    DL_FOREACH_SAFE(owed_head, o, t)
-        if (o->vc == vc)
-        owed_done(o, err);
+    MPIDI_CH3I_Owed_end(vc, err);
     if ((req = vc->ch.recv_active) != NULL) {
         vc->ch.recv_active = NULL;
         req->status.MPI_ERROR = err;

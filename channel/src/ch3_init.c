@@ -96,6 +96,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
 int MPIDI_CH3_VC_Destroy(MPIDI_VC_t * vc)
 {
     MPIDI_CH3I_RDMA_vc_destroy(vc);
+    MPIDI_CH3I_Owed_end(vc, MPI_SUCCESS);
     MPL_free(vc->ch.pkt);
     vc->ch.pkt = NULL;
     return MPI_SUCCESS;

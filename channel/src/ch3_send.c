@@ -108,6 +108,15 @@ static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *
     goto fn_exit;
 }
 
+/* A CTS or a synchronous send leaves a request waiting for the peer's
+ * answer: listed from here on (ch3_fail.c). */
+static inline int owes(const void *pkt)
+{
+    const MPIDI_CH3_Pkt_t *p = pkt;
+
+    return p->type == MPIDI_CH3_PKT_RNDV_CLR_TO_SEND || p->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND;
+}
+
 /* Bytes in iov[0..n). */
 static inline size_t iov_bytes(const struct iovec *iov, int n)
 {
@@ -165,6 +174,8 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     int mpi_errno, complete, hdr = TRUE;
     size_t nb = 0, total;
 
+    if (unlikely(owes(iov[0].iov_base)))
+        MPIDI_CH3I_Owed_pkt(vc, iov[0].iov_base);
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     while (vc->ch.sendq_head == NULL) {
@@ -188,9 +199,12 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     return mpi_errno;
   fn_fail:
     if (MPIR_ERR_GET_CLASS(mpi_errno) == MPIX_ERR_PROC_FAILED) {
-        /* vc's peer failed: the error goes with sreq, as with queued ones */
+        /* vc's peer failed: the error goes with sreq, as with queued ones
+         * (a synchronous send's acknowledgement will not come either) */
         sreq->status.MPI_ERROR = mpi_errno;
-        mpi_errno = MPID_Request_complete(sreq);
+        mpi_errno = MPI_SUCCESS;
+        while (!MPIR_Request_is_complete(sreq) && mpi_errno == MPI_SUCCESS)
+            mpi_errno = MPID_Request_complete(sreq);
     }
     goto fn_exit;
 }
@@ -265,6 +279,8 @@ int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Reques
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
 
+    if (unlikely(owes(pkt)))
+        MPIDI_CH3I_Owed_pkt(vc, pkt);
     return MPIDI_CH3_iStartMsgv(vc, &iov, 1, sreq_ptr);
 }
 

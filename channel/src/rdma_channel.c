@@ -7,7 +7,7 @@
  * one place where channel statuses become mpi_errno (rdma_mpi_errno).
  *
  * The channel's counters (rdma_chan_counters_get) are MPI_T performance
- * variables, registered at init (rdma_pvars_register).
+ * variables, registered at init (rdma_pvars.c).
  *
  * Every VC owns one rdma_link_t (vc->ch.conn): its transport connection,
  * pipe and rendezvous (rdma_link.h).  Its transport is chosen once, in
@@ -267,13 +267,26 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     goto fn_exit;
 }
 
-/* A failed connection fails its VC (ch3_fail.c; not after its close handshake):
- * at once, or if it was READY once its frames are read (rdma_vc_errno). */
+/* A VC of this job (not of dynamic processes: CH3 connects and accepts
+ * them through temporary VCs it waits on, and cannot fail them). */
+static int rdma_vc_of_job(const MPIDI_VC_t * vc)
+{
+    return vc->pg == MPIDI_Process.my_pg;
+}
+
+/* A failed connection fails its job VC (ch3_fail.c; not after its close
+ * handshake): at once, or if it was READY once its frames are read
+ * (rdma_vc_errno).  Of a VC outside the job it is the MPI call's error
+ * while CH3 uses the VC. */
 static rdma_status_t rdma_link_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
+    if (!rdma_vc_of_job(vc))
+        return vc->state != MPIDI_VC_STATE_ACTIVE && vc->state != MPIDI_VC_STATE_INACTIVE
+            ? RDMA_OK : rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
+                                 "%s", l->xc.why);
     if (vc->ch.on_ready_list || MPIDI_CH3I_VC_fail(vc, l->xc.why) == MPI_SUCCESS)
         return RDMA_OK;
     return rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_SYS,
@@ -348,87 +361,6 @@ __attribute__ ((cold)) static int rdma_poll_spins(MPIDI_PG_t * pg, int pg_rank)
     return rdma_chan_spins(&MPIDI_CH3I_chan.cfg, local, rdma_chan_cpus_count(&all));
 }
 
-/* --- MPI_T performance variables -------------------------------------- */
-
-/* After finalize a read returns the last values (the links are gone).
- * Both written at init/finalize and read by rdma_pvar_read, all inside
- * the global critical section. */
-static rdma_chan_counters_t rdma_final_counters;
-static int rdma_chan_live;
-
-typedef struct rdma_pvar {
-    const char *name;
-    size_t off;                 /* of its uint64_t in rdma_chan_counters_t */
-    MPIR_T_pvar_class_t varclass;
-    const char *desc;
-} rdma_pvar_t;
-
-#define RDMA_PVAR(name_, field_, class_, desc_) \
-    { name_, offsetof(rdma_chan_counters_t, field_), MPI_T_PVAR_CLASS_##class_, desc_ }
-static const rdma_pvar_t rdma_pvars[] = {
-    RDMA_PVAR("rdma_rcache_hits", xp.reg_hits, COUNTER,
-              "Registrations of user buffers served by the registration cache (verbs)"),
-    RDMA_PVAR("rdma_rcache_misses", xp.reg_misses, COUNTER,
-              "Registrations of user buffers the registration cache had to make (verbs)"),
-    RDMA_PVAR("rdma_zcopy_parts", zcopy_parts, COUNTER,
-              "Large message parts sent zero-copy (RDMA read, or CMA on shared memory)"),
-    RDMA_PVAR("rdma_copy_parts", copy_parts, COUNTER,
-              "Large message parts sent through the ring (copy path)"),
-    RDMA_PVAR("rdma_copy_fallbacks", copy_fallbacks, COUNTER,
-              "Zero-copy parts the receiver could not pull, sent through the ring instead"),
-    RDMA_PVAR("rdma_ring_frames", ring_frames, COUNTER, "Ring frames sent"),
-    RDMA_PVAR("rdma_ring_writes", ring_writes, COUNTER,
-              "Transport writes of ring frames (one RDMA write may carry several frames)"),
-    RDMA_PVAR("rdma_ring_grows", ring_grows, COUNTER,
-              "Send sides moved to a ring twice the size (verbs, MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE)"),
-    RDMA_PVAR("rdma_ring_shrinks", ring_shrinks, COUNTER,
-              "Send sides moved back to a ring of the first size (MPIR_CVAR_CH3_RDMA_RING_IDLE)"),
-    RDMA_PVAR("rdma_ring_bytes", ring_bytes, LEVEL,
-              "Ring memory of this process's connections now: receive rings, and over verbs "
-              "the send stages (pinned); shared-memory rings are resident only where used"),
-    RDMA_PVAR("rdma_eager_zcopy_sends", eager_zcopy_sends, COUNTER,
-              "Eager sends whose payload went straight from a registered user buffer "
-              "(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES)"),
-    RDMA_PVAR("rdma_helper_registrations", xp.helper_regs, COUNTER,
-              "Registrations the helper thread made ahead of use (MPIR_CVAR_CH3_RDMA_REG_HELPER)"),
-    RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,
-              "User memory registered with the NIC now, cached registrations included"),
-    /* MPICH 4.0.2 drops the watermark flag of a handle (pvar_impl.c,
-     * MPIR_T_pvar_handle_alloc_impl overwrites hnd->flags), so a read
-     * calls get_value, which returns the channel's own peak */
-    RDMA_PVAR("rdma_pinned_bytes_max", xp.pinned_bytes_max, HIGHWATERMARK,
-              "Peak of rdma_pinned_bytes since MPI_Init")
-};
-
-/* The counters change with progress and MPI_T holds only its own lock:
- * read them inside the global critical section. */
-static void rdma_pvar_read(void *addr, void *obj_handle, int count, void *buf)
-{
-    const rdma_pvar_t *v = addr;
-    rdma_chan_counters_t c;
-
-    (void) obj_handle, (void) count;
-    MPID_THREAD_CS_ENTER(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    if (rdma_chan_live)
-        rdma_chan_counters_get(&MPIDI_CH3I_chan, &c);
-    else
-        c = rdma_final_counters;
-    MPID_THREAD_CS_EXIT(GLOBAL, MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX);
-    *(unsigned long long *) buf = *(const uint64_t *) ((const char *) &c + v->off);
-}
-
-static void rdma_pvars_register(void)
-{
-    size_t i;
-
-    for (i = 0; i < sizeof(rdma_pvars) / sizeof(rdma_pvars[0]); i++)
-        MPIR_T_PVAR_REGISTER_impl(rdma_pvars[i].varclass, MPI_UNSIGNED_LONG_LONG, rdma_pvars[i].name,
-                                  (void *) &rdma_pvars[i], 1, MPI_T_ENUM_NULL,
-                                  MPI_T_VERBOSITY_USER_BASIC, MPI_T_BIND_NO_OBJECT,
-                                  MPIR_T_PVAR_FLAG_READONLY | MPIR_T_PVAR_FLAG_CONTINUOUS,
-                                  rdma_pvar_read, NULL, "CH3_RDMA", rdma_pvars[i].desc);
-}
-
 /* --- the five functions ---------------------------------------------- */
 
 /* Assign each peer its transport.  (CH3 itself creates the process group
@@ -480,8 +412,7 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
     mpi_errno = MPIDI_PG_SetConnInfo(pg_rank, rdma_card);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_poll_spins = rdma_poll_spins(pg, pg_rank);
-    rdma_chan_live = 1;
-    rdma_pvars_register();
+    MPIDI_CH3I_RDMA_pvars_start();
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -492,9 +423,7 @@ int MPIDI_CH3I_RDMA_finalize(void)
 {
     rdma_status_t st;
 
-    if (rdma_chan_live)
-        rdma_chan_counters_get(&MPIDI_CH3I_chan, &rdma_final_counters);
-    rdma_chan_live = 0;
+    MPIDI_CH3I_RDMA_pvars_stop();
     st = rdma_pg ? rdma_chan_finalize(&MPIDI_CH3I_chan) : RDMA_OK;
 
     MPIDI_CH3I_ready_vcs = NULL;
@@ -506,10 +435,10 @@ int MPIDI_CH3I_RDMA_finalize(void)
  * ready list) waits for the read that finds none left (drained). */
 static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
-    int mpi_errno = rdma_mpi_errno(st, RDMA_AT_VC);
+    int job = rdma_vc_of_job(vc), mpi_errno = rdma_mpi_errno(st, job ? RDMA_AT_VC : RDMA_AT_RUN);
 
-    if (st == RDMA_ERR_PEER && (drained || !vc->ch.on_ready_list
-                                || vc->ch.conn.xc.state != RDMA_CONN_FAILED))
+    if (st == RDMA_ERR_PEER && job && (drained || !vc->ch.on_ready_list
+                                       || vc->ch.conn.xc.state != RDMA_CONN_FAILED))
         MPIDI_CH3I_VC_fail(vc, MPIDI_CH3I_chan.msg);
     return mpi_errno;
 }
