@@ -24,6 +24,7 @@ int MPIDI_CH3I_RDMA_read_datav(MPIDI_VC_t * vc, struct iovec *iov, int n, size_t
 extern rdma_chan_t MPIDI_CH3I_chan;
 int MPIDI_CH3I_RDMA_errno(MPIDI_VC_t * vc, rdma_status_t st) __attribute__ ((cold));
 int MPIDI_CH3I_RDMA_peer_errno(const char *why) __attribute__ ((cold));
+void MPIDI_CH3I_RDMA_dead_why(MPIDI_VC_t * vc, char *why, size_t len) __attribute__ ((cold));
 
 /* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
  * the connection is being made, the ring is full or the peer is still

@@ -244,16 +244,13 @@ static int vc_drain(MPIDI_VC_t * vc)
 }
 
 /* The process manager lists vc's process as dead: fail vc, naming its
- * rank and host (its business card's). */
+ * rank and host (MPIDI_CH3I_RDMA_dead_why). */
 int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc)
 {
-    char card[1024], host[256] = "?", why[sizeof(host) + 96];
+    char why[384];
     int drained = vc_drain(vc), mpi_errno;
 
-    if (vc->pg && MPIDI_PG_GetConnString(vc->pg, vc->pg_rank, card, sizeof(card)) == MPI_SUCCESS)
-        rdma_chan_card_token(card, "host", host, sizeof(host));
-    snprintf(why, sizeof(why), "rank %d on %s failed: the process manager reports its process "
-             "dead", vc->pg_rank, host);
+    MPIDI_CH3I_RDMA_dead_why(vc, why, sizeof(why));
     mpi_errno = MPIDI_CH3I_VC_fail(vc, why);
     return drained != MPI_SUCCESS ? drained : mpi_errno;
 }

@@ -448,6 +448,18 @@ int MPIDI_CH3I_RDMA_errno(MPIDI_VC_t * vc, rdma_status_t st)
     return rdma_vc_errno(vc, st, 0);
 }
 
+/* Why job VC vc failed when the process manager reports its process
+ * dead: its rank and host (its business card's). */
+void MPIDI_CH3I_RDMA_dead_why(MPIDI_VC_t * vc, char *why, size_t len)
+{
+    char card[sizeof(rdma_card)], host[256] = "?";
+
+    if (rdma_card_of(NULL, vc->pg_rank, card, sizeof(card)) == 0)
+        rdma_chan_card_token(card, "host", host, sizeof(host));
+    snprintf(why, len, "rank %d on %s failed: the process manager reports its process dead",
+             vc->pg_rank, host);
+}
+
 /* The error of the operations on a VC whose peer failed (why). */
 int MPIDI_CH3I_RDMA_peer_errno(const char *why)
 {
