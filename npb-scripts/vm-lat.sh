@@ -4,7 +4,11 @@
 # like and in one boot: ch3:rdma's default arrival (write with immediate,
 # completion-driven) against perftest's ib_send_lat, and flag polling forced
 # (CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1, what ib_write_lat assumes) against
-# ib_write_lat; with --peers also Open MPI over UCX and Debian's MPICH
+# ib_write_lat; each also against the raw device on the channel's own wire
+# pattern without MPI (rawimm, rawwrite: test/softroce/verbs_selftest.c
+# "lat", one frame per message into the peer's ring, found the same way), which
+# splits a ratio to perftest into the device's cost of that pattern and the
+# software's; with --peers also Open MPI over UCX and Debian's MPICH
 # (ch4:ucx) on rxe0 with the settings of test/softroce/peers.md.  Every pair
 # runs all of them (the order flips every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
@@ -14,7 +18,7 @@
 # the ratios whose two sides ran.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--generic-crc]
-#             [--only "send imm write flag ompi mpich"] [--out DIR]
+#             [--only "send imm write flag rawimm rawwrite ompi mpich"] [--out DIR]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.  One
 # artefact of it: rdma_rxe computes the RoCE ICRC in software, and the
@@ -52,6 +56,10 @@ measure() {
     local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
     case $1 in
         send | write) for s in $SIZES; do lat_perftest "ib_$1_lat" "$s" "$2"; done ;;
+        rawimm | rawwrite) read -ra s <<< "$SIZES"
+            "$OUT/verbs_selftest" "$CH3RDMA_DEVICE" lat "${1#raw}" "$ITERS" "${s[@]}" \
+            > "$2.log" 2>&1 || log "$1 failed (see $2.log)"
+            grep '^latency' "$2.log" > "$2" || true ;;
         imm) lat_mpi "$@" env "$v" "$RDMA/bin/mpiexec" -n 2 "$OUT/mpi_bench.rdma" ;;
         flag) lat_mpi "$@" env "$v" CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1 "$RDMA/bin/mpiexec" -n 2 \
             "$OUT/mpi_bench.rdma" ;;
@@ -100,22 +108,27 @@ report() {
     printf "%-12s %8s %6s %7s %7s %7s %10s %10s\n" "a/b" size pairs median min max "a us" "b us"
     ratio_line imm send
     ratio_line flag write
+    ratio_line imm rawimm
+    ratio_line flag rawwrite
+    ratio_line rawimm send
+    ratio_line rawwrite write
     ratio_line imm ompi
     ratio_line imm mpich
     ratio_line flag ompi
     ratio_line flag mpich
     echo "# imm: ch3:rdma default (write with immediate); flag: flag polling forced;"
-    echo "# send/write: ib_send_lat/ib_write_lat t_avg; ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
+    echo "# send/write: ib_send_lat/ib_write_lat t_avg; rawimm/rawwrite: the raw device on the channel's"
+    echo "# wire pattern (verbs_selftest lat); ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
 }
 
 # ONLY: the measurements to run, each known and once (default: perftest and
 # both modes, with --peers the peers too); naming a peer implies --peers.
 check_only() {
     local m seen=" "
-    ONLY=${ONLY:-send imm write flag${PEERS:+ ompi mpich}}
+    ONLY=${ONLY:-send imm write flag rawimm rawwrite${PEERS:+ ompi mpich}}
     for m in $ONLY; do
-        [[ " send imm write flag ompi mpich " == *" $m "* ]] \
-            || die "--only: unknown measurement '$m' (send imm write flag ompi mpich)"
+        [[ " send imm write flag rawimm rawwrite ompi mpich " == *" $m "* ]] \
+            || die "--only: unknown measurement '$m' (send imm write flag rawimm rawwrite ompi mpich)"
         [[ $seen != *" $m "* ]] || die "--only: '$m' named twice"
         seen+="$m "
         [[ $m != ompi && $m != mpich ]] || PEERS=yes
@@ -143,6 +156,8 @@ main() {
     mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
     RDMA=$(prefix_of rdma) OMPI=- MPICH=-
     cp "$(bench_binary rdma "$RDMA")" "$OUT/mpi_bench.rdma"
+    cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$OUT/verbs_selftest" \
+        "$TOP/test/softroce/verbs_selftest.c" -libverbs || die "cannot build verbs_selftest"
     if [ -n "$PEERS" ]; then
         OMPI=$(prefix_of debian-openmpi) MPICH=$(prefix_of debian-mpich)
         cp "$(bench_binary debian-openmpi "$OMPI")" "$OUT/mpi_bench.ompi"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Guest half of t-selftest.t (run through run-vm): device check, perftest latency pairs and
-# verbs_selftest. For each check NAME writes RESULTS/NAME.log and RESULTS/NAME.rc.
+# verbs_selftest (its checks, then its ping-pong in both arrival modes). For each check NAME writes RESULTS/NAME.log and RESULTS/NAME.rc.
 # usage: selftest-guest.sh RESULTS_DIR VERBS_SELFTEST_BINARY
 set -uo pipefail
 . "$(dirname "$0")/common.sh"
@@ -34,4 +34,6 @@ check devinfo devinfo
 check write_lat perf_pair 18515 ib_write_lat -d "$dev" -x "$gid" -n 200 -s 2
 check read_lat perf_pair 18516 ib_read_lat -d "$dev" -x "$gid" -n 200 -s 2
 check verbs timeout 120 "$verbs" "$dev"
+check lat_imm timeout 120 "$verbs" "$dev" lat imm 2000 8 1024
+check lat_write timeout 120 "$verbs" "$dev" lat write 2000 8 1024
 ! grep -qvx 0 "$res"/*.rc

@@ -1,11 +1,11 @@
 #!/bin/bash
 # TAP: Soft-RoCE self-test. Boots the VM once (or runs natively, see run-vm) and checks rxe0,
-# perftest ib_write_lat/ib_read_lat and verbs_selftest.c. Usage: prove test/softroce/t-selftest.t
+# perftest ib_write_lat/ib_read_lat and verbs_selftest.c (checks and ping-pong). Usage: prove test/softroce/t-selftest.t
 # Logs are kept in <cache>/softroce/selftest-last/.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-echo "1..9"
+echo "1..11"
 res=$(mktemp -d /tmp/softroce-selftest.XXXXXX)
 trap 'mkdir -p "$SOFTROCE_CACHE" && rm -rf "$SOFTROCE_CACHE/selftest-last" &&
       mv "$res" "$SOFTROCE_CACHE/selftest-last"' EXIT
@@ -50,6 +50,10 @@ grep '^#' "$res/verbs.log" 2>/dev/null || true
 verbs_op write "verbs RC RDMA WRITE 1 B, 4 KiB, 1 MiB verified"
 verbs_op read "verbs RC RDMA READ 1 B, 4 KiB, 1 MiB verified"
 verbs_op write_imm "verbs RC RDMA WRITE WITH IMM: imm, byte_len and data verified"
+result lat_imm "verbs_selftest lat imm: 8 B and 1 KiB frames found by their completions, each verified"
+grep '^# lat' "$res/lat_imm.log" 2>/dev/null || true
+result lat_write "verbs_selftest lat write: 8 B and 1 KiB frames found by polling memory, each verified"
+grep '^# lat' "$res/lat_write.log" 2>/dev/null || true
 rc=0
 grep -q '^data_in_order RDMA_WRITE: [01]$' "$res/verbs.log" 2>/dev/null || rc=1
 tap $rc "ibv_query_qp_data_in_order answers for RDMA_WRITE"

@@ -7,7 +7,21 @@
  * so are the bytes just past the transfer. Prints "op <name>: PASS|FAIL" per operation
  * and what ibv_query_qp_data_in_order() reports. Exit status 0 if everything passed.
  *
+ * With "lat", the two processes run a ping-pong instead, on ch3:rdma's wire pattern without
+ * MPI: each message is one frame of SIZE + 40 bytes (ch3:rdma's frame for an 8-byte MPI
+ * message is 48 bytes; a larger one carries up to 8 header bytes more), inline when it fits,
+ * in the next 64-byte-aligned slot of the peer's 512 KiB ring; every 16th send signalled,
+ * receives reposted 16 at a time. "imm":
+ * RDMA WRITE WITH IMMEDIATE, found by its receive completion (the channel's default arrival);
+ * "write": RDMA WRITE, found by polling the frame's last word (flag polling, which assumes the
+ * device places a write in address order). The receiver verifies every frame before it
+ * answers. Prints "latency SIZE US" (half a round trip, mean over ITERS after 200) per size,
+ * as mpi_bench does, and "# lat ..." with the frames verified and the torn ones (last word
+ * seen before the rest: re-read until whole; only possible with "write"). Exit status 1 if a
+ * frame found by its completion is wrong.
+ *
  * usage: verbs_selftest [DEVICE]
+ *        verbs_selftest DEVICE lat imm|write ITERS SIZE...
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,6 +39,8 @@
 #define MAX_SIZE (1u << 20)
 #define GUARD 64
 #define POLL_TIMEOUT_S 60
+#define QDEPTH 64               /* send and receive queue depth */
+#define LAT_INLINE 256          /* inline bytes requested (the channel's default) */
 
 enum op { OP_WRITE, OP_READ, OP_WRITE_IMM, NUM_OPS };
 static const char *op_name[NUM_OPS] = { "write", "read", "write_imm" };
@@ -53,6 +69,7 @@ struct ctx {
     int gid_index;
     enum ibv_mtu mtu;
     int sock;
+    uint32_t max_inline;
 };
 
 static const char *role = "verbs_selftest";
@@ -170,16 +187,21 @@ static void setup(struct ctx *c, const char *devname)
                        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
     if (!c->mr)
         die("ibv_reg_mr: %s (ulimit -l?)", strerror(errno));
-    c->send_cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
-    c->recv_cq = ibv_create_cq(c->dev, 16, NULL, NULL, 0);
+    c->send_cq = ibv_create_cq(c->dev, 2 * QDEPTH, NULL, NULL, 0);
+    c->recv_cq = ibv_create_cq(c->dev, 2 * QDEPTH, NULL, NULL, 0);
     if (!c->send_cq || !c->recv_cq)
         die("ibv_create_cq failed");
     struct ibv_qp_init_attr qa = {
         .send_cq = c->send_cq, .recv_cq = c->recv_cq, .qp_type = IBV_QPT_RC,
-        .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+        .cap = { .max_send_wr = QDEPTH, .max_recv_wr = QDEPTH, .max_send_sge = 1,
+                 .max_recv_sge = 1, .max_inline_data = LAT_INLINE },
     };
-    if (!(c->qp = ibv_create_qp(c->pd, &qa)))
-        die("ibv_create_qp: %s", strerror(errno));
+    if (!(c->qp = ibv_create_qp(c->pd, &qa))) {
+        qa.cap.max_inline_data = 0;     /* a device without inline sends */
+        if (!(c->qp = ibv_create_qp(c->pd, &qa)))
+            die("ibv_create_qp: %s", strerror(errno));
+    }
+    c->max_inline = qa.cap.max_inline_data;
 }
 
 static void connect_qp(struct ctx *c, const struct qp_info *remote, uint32_t my_psn)
@@ -349,11 +371,193 @@ static int client(struct ctx *c, const struct qp_info *remote)
     return all_ok;
 }
 
+/* ---- lat: ping-pong on the channel's wire pattern (see the header) ---- */
+
+#define LAT_WARMUP 200
+#define LAT_HDR 40              /* frame bytes besides an eager-short message's data */
+#define LAT_BATCH 16            /* signal every 16th send; repost receives 16 at a time */
+#define LAT_RING (MAX_SIZE / 2) /* c->buf: the ring, then the frame being sent */
+
+struct lat {
+    struct ctx *c;
+    const struct qp_info *remote;
+    int imm;                    /* 1: write with immediate, found by completion; 0: flag polling */
+    uint32_t len, span;         /* frame bytes (a multiple of 8), slot bytes (of 64) */
+    uint64_t pos[2];            /* ring offset of the next frame: [0] sent, [1] received */
+    uint32_t sent, owed;        /* sends posted; receives consumed since the last repost */
+    unsigned long frames, torn;
+};
+
+static void lat_repost(struct lat *l, int n)
+{
+    struct ibv_recv_wr wr[LAT_BATCH], *bad;
+    for (int i = 0; i < n; i++)
+        wr[i] = (struct ibv_recv_wr) { .wr_id = 3, .next = i + 1 < n ? &wr[i + 1] : NULL };
+    if (ibv_post_recv(l->c->qp, wr, &bad))
+        die("ibv_post_recv: %s", strerror(errno));
+}
+
+static uint64_t lat_word(uint64_t seq, uint32_t k)
+{
+    return seq * 0x9e3779b97f4a7c15ull + k;
+}
+
+/* The ring offset of the frame at *pos; advance *pos past its slot. */
+static uint64_t lat_slot(struct lat *l, uint64_t *pos)
+{
+    uint64_t at = *pos + l->span <= LAT_RING ? *pos : 0;
+    *pos = at + l->span;
+    return at;
+}
+
+/* Frame seq: words lat_word(seq, k), the last word seq itself (the flag). */
+static void lat_send(struct lat *l, uint64_t seq)
+{
+    uint64_t *f = (uint64_t *) (l->c->buf + LAT_RING), n = l->len / 8;
+    for (uint32_t k = 0; k + 1 < n; k++)
+        f[k] = lat_word(seq, k);
+    f[n - 1] = seq;
+    struct ibv_sge sge = { .addr = (uintptr_t) f, .length = l->len, .lkey = l->c->mr->lkey };
+    struct ibv_send_wr wr = {
+        .wr_id = 4, .sg_list = &sge, .num_sge = 1,
+        .opcode = l->imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+        .send_flags = (l->len <= l->c->max_inline ? IBV_SEND_INLINE : 0)
+            | (++l->sent % LAT_BATCH ? 0 : IBV_SEND_SIGNALED),
+        .imm_data = htonl((uint32_t) seq),
+        .wr.rdma = { .remote_addr = l->remote->addr + lat_slot(l, &l->pos[0]), .rkey = l->remote->rkey },
+    }, *bad;
+    if (ibv_post_send(l->c->qp, &wr, &bad))
+        die("ibv_post_send: %s", strerror(errno));
+}
+
+static int lat_whole(const volatile uint64_t *f, uint64_t seq, uint32_t n)
+{
+    for (uint32_t k = 0; k + 1 < n; k++)
+        if (f[k] != lat_word(seq, k))
+            return 0;
+    return 1;
+}
+
+/* One poll of both CQs: 1 if frame seq's receive completion came. */
+static int lat_poll(struct lat *l, uint64_t seq)
+{
+    struct ibv_wc wc[LAT_BATCH];
+    int got = 0, n = ibv_poll_cq(l->c->send_cq, LAT_BATCH, wc);
+    for (int i = 0; i < n; i++)
+        if (wc[i].status != IBV_WC_SUCCESS)
+            die("send completion: %s", ibv_wc_status_str(wc[i].status));
+    n = ibv_poll_cq(l->c->recv_cq, 1, wc);
+    if (n < 0)
+        die("ibv_poll_cq failed");
+    if (n == 1) {
+        if (wc[0].status != IBV_WC_SUCCESS || wc[0].opcode != IBV_WC_RECV_RDMA_WITH_IMM
+            || ntohl(wc[0].imm_data) != (uint32_t) seq)
+            die("frame %llu: receive completion %s, opcode %d, imm %u", (unsigned long long) seq,
+                ibv_wc_status_str(wc[0].status), wc[0].opcode, ntohl(wc[0].imm_data));
+        got = 1;
+        if (++l->owed == LAT_BATCH) {
+            l->owed = 0;
+            lat_repost(l, LAT_BATCH);
+        }
+    }
+    return got;
+}
+
+/* Wait for frame seq and verify it. */
+static void lat_recv(struct lat *l, uint64_t seq)
+{
+    const volatile uint64_t *f = (const volatile uint64_t *) (l->c->buf + lat_slot(l, &l->pos[1]));
+    uint32_t n = l->len / 8;
+    unsigned long spins = 0;
+    time_t end = time(NULL) + POLL_TIMEOUT_S;
+
+    for (;;) {
+        if (lat_poll(l, seq) && l->imm)
+            break;
+        if (!l->imm && f[n - 1] == seq) {
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            if (lat_whole(f, seq, n))
+                break;
+            l->torn++;          /* counted once per poll that saw it: a lower bound is enough */
+        }
+        if (++spins % 65536 == 0 && time(NULL) > end)
+            die("frame %llu did not arrive whole within %d s", (unsigned long long) seq, POLL_TIMEOUT_S);
+    }
+    if (l->imm && !lat_whole(f, seq, n))
+        die("frame %llu found by its completion is wrong", (unsigned long long) seq);
+    l->frames++;
+}
+
+/* Both processes are here (their rings are cleared, no frame in flight). */
+static void lat_barrier(struct lat *l)
+{
+    uint32_t go = 1;
+    xfer(l->c->sock, &go, sizeof(go), 1);
+    xfer(l->c->sock, &go, sizeof(go), 0);
+}
+
+/* ITERS round trips after LAT_WARMUP; the client sends first and prints. */
+static void lat_size(struct lat *l, uint32_t size, long iters, int client)
+{
+    struct timespec t0 = { 0, 0 }, t1;
+    uint64_t seq = 1;
+
+    l->len = (size + LAT_HDR + 7) & ~7u;
+    l->span = (l->len + 63) & ~63u;
+    l->pos[0] = l->pos[1] = 0;
+    memset(l->c->buf, 0, LAT_RING);
+    l->frames = l->torn = 0;
+    lat_barrier(l);
+    for (long i = -LAT_WARMUP; i < iters; i++, seq += 2) {
+        if (i == 0)
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (client) {
+            lat_send(l, seq);
+            lat_recv(l, seq + 1);
+        } else {
+            lat_recv(l, seq);
+            lat_send(l, seq + 1);
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    lat_barrier(l);
+    if (client)
+        printf("latency %u %.3f\n# lat %s %u B: frame %u B, %lu frames verified, %lu torn\n", size,
+               ((double) (t1.tv_sec - t0.tv_sec) * 1e6 + (double) (t1.tv_nsec - t0.tv_nsec) * 1e-3)
+               / (double) iters / 2, l->imm ? "imm" : "write", size, l->len, l->frames, l->torn);
+}
+
+/* "lat" arguments, checked before the fork: ITERS then the sizes. */
+static long lat_args(int argc, char **argv)
+{
+    long iters = argc > 4 ? strtol(argv[4], NULL, 10) : 0;
+
+    if (argc < 6 || (strcmp(argv[3], "imm") && strcmp(argv[3], "write")) || iters < 1)
+        die("usage: verbs_selftest DEVICE lat imm|write ITERS SIZE...");
+    for (int a = 5; a < argc; a++)
+        if (strtol(argv[a], NULL, 10) < 1 || strtol(argv[a], NULL, 10) > 65536)
+            die("lat: SIZE %s is not 1..65536", argv[a]);
+    return iters;
+}
+
+static void lat(struct ctx *c, const struct qp_info *remote, int argc, char **argv, int client)
+{
+    struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm") };
+    long iters = strtol(argv[4], NULL, 10);
+
+    lat_repost(&l, LAT_BATCH);
+    lat_repost(&l, LAT_BATCH);
+    for (int a = 5; a < argc; a++)
+        lat_size(&l, (uint32_t) strtol(argv[a], NULL, 10), iters, client);
+}
+
 int main(int argc, char **argv)
 {
     const char *devname = argc > 1 ? argv[1] : "rxe0";
-    int sv[2];
+    int sv[2], latency = argc > 2 && !strcmp(argv[2], "lat");
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (latency)
+        lat_args(argc, argv);
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
         die("socketpair: %s", strerror(errno));
     pid_t pid = fork();
@@ -376,9 +580,14 @@ int main(int argc, char **argv)
     xfer(c.sock, &theirs, sizeof(theirs), 0);
     connect_qp(&c, &theirs, mine.psn);
 
-    if (pid == 0)
+    if (latency)
+        lat(&c, &theirs, argc, argv, pid == 0);
+    else if (pid == 0)
         return client(&c, &theirs) ? 0 : 1;
-    server(&c);
+    else
+        server(&c);
+    if (pid == 0)
+        return 0;
     int status;
     if (waitpid(pid, &status, 0) < 0)
         die("waitpid: %s", strerror(errno));
