@@ -17,8 +17,8 @@
  * device places a write in address order). The receiver verifies every frame before it
  * answers. Prints "latency SIZE US" (half a round trip, mean over ITERS after 200) per size,
  * as mpi_bench does, and "# lat ..." with the frames verified and the torn ones (last word
- * seen before the rest: re-read until whole; only possible with "write"). Exit status 1 if a
- * frame found by its completion is wrong.
+ * seen before the rest: re-read until whole; only possible with "write"). A frame found by
+ * its completion that is wrong, or one not whole within 60 s, ends the run with status 2.
  *
  * usage: verbs_selftest [DEVICE]
  *        verbs_selftest DEVICE lat imm|write ITERS SIZE...
