@@ -165,7 +165,7 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
  * express way instead (rx.seen unused: rb_pipe_view_done releases it
  * whole, rb_pipe_consume parses it again); anything else, a flag that is
  * not the expected one too, goes the general way, which judges it. */
-rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
+RDMA_HOT rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
     rb_frame_t *f;
     int rc;
@@ -203,7 +203,7 @@ rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n)
     return rc == 0 || n > f->len - p->rx.off ? RDMA_ERR_INVAL : rb_rx_advance(p, f, n);
 }
 
-void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
+RDMA_HOT void rb_pipe_landed(rb_pipe_t * p, unsigned frames)
 {
     p->rx.landed += frames;
 }

@@ -215,7 +215,7 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
  * of line and its branch marked unlikely, so that the shared-memory path
  * keeps its code and layout (without the hint its 8-64 B ping-pong took
  * 1.01-1.03x the time; with it 0.98-1.01x, A/A 0.98-1.00x). */
-static int __attribute__ ((noinline))
+static RDMA_HOT int __attribute__ ((noinline))
 start_small_wire(MPIDI_VC_t * vc, const struct iovec *iov, size_t dl, int *done)
 {
     size_t hl = MPIDI_CH3I_pkt_wire_len(vc, iov[0].iov_base, sizeof(MPIDI_CH3_Pkt_t));
@@ -263,7 +263,7 @@ int start_small(MPIDI_VC_t * vc, const struct iovec *iov, int n, int *done)
     return MPIDI_CH3I_RDMA_put_commit(vc, hl + dl);
 }
 
-int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
+RDMA_HOT int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Request ** sreq_ptr)
 {
     int mpi_errno, done;
 
@@ -275,7 +275,7 @@ int MPIDI_CH3_iStartMsgv(MPIDI_VC_t * vc, struct iovec *iov, int n_iov, MPIR_Req
     return start_msg(vc, iov, n_iov, sreq_ptr);
 }
 
-int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Request ** sreq_ptr)
+RDMA_HOT int MPIDI_CH3_iStartMsg(MPIDI_VC_t * vc, void *pkt, intptr_t pkt_sz, MPIR_Request ** sreq_ptr)
 {
     struct iovec iov = { pkt, (size_t) pkt_sz };
 

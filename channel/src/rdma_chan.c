@@ -577,7 +577,7 @@ static rdma_status_t rdma_chan_poll_fail(rdma_chan_t * ch, int k, rdma_status_t 
     return st;
 }
 
-rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
+RDMA_HOT rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
 {
     rdma_status_t st;
     int k;

@@ -489,7 +489,7 @@ int MPIDI_CH3I_RDMA_connect(MPIDI_VC_t * vc)
     return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }
 
-int MPIDI_CH3I_RDMA_poll_transports(void)
+RDMA_HOT int MPIDI_CH3I_RDMA_poll_transports(void)
 {
     rdma_status_t st = rdma_chan_poll(&MPIDI_CH3I_chan);
 

@@ -31,7 +31,7 @@ int rdma_link_config_fit(rdma_link_config_t * cfg, const rdma_xport_ops_t * ops,
     return 1;
 }
 
-void rdma_link_landed(rdma_conn_t * c, unsigned frames)
+RDMA_HOT void rdma_link_landed(rdma_conn_t * c, unsigned frames)
 {
     rb_pipe_landed(&rdma_link_of(c)->pipe, frames);
 }

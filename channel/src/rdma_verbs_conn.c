@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
 
-rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
+RDMA_HOT rdma_verbs_conn_t *rdma_verbs_conn_lookup(rdma_xport_t * xp, uint64_t token)
 {
     uint32_t slot = (uint32_t) token;
     rdma_verbs_conn_t *vc;

@@ -108,7 +108,7 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
  * or (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
  * for credit/head/keepalive words.  POST_SENT: signalled, and its
  * completion reports ev.sent (sig_fifo marks it). */
-rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
+RDMA_HOT rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
                                  uint64_t raddr, uint32_t rkey, int imm, int flags)
 {
     uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
@@ -164,7 +164,7 @@ static int rdma_verbs_frame_flags(const rdma_verbs_conn_t * vc, int flags)
     return vc->last_frames ? flags | RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_LAST : flags;
 }
 
-static rdma_status_t rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
+static RDMA_HOT rdma_status_t rdma_verbs_pipe_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     rdma_verbs_conn_t *vc = ctx;
 
@@ -442,7 +442,7 @@ void rdma_verbs_adopt(rdma_xport_t * xp)
 
 /* One batch of the data CQ.  Safe to call from inside a pipe write: it
  * only updates counters and lands frames. */
-int rdma_verbs_cq_poll(rdma_xport_t * xp)
+RDMA_HOT int rdma_verbs_cq_poll(rdma_xport_t * xp)
 {
     struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
     int i, n = ibv_poll_cq(xp->cq, RDMA_VERBS_POLL_BATCH, wc);
@@ -455,7 +455,7 @@ int rdma_verbs_cq_poll(rdma_xport_t * xp)
     return n;
 }
 
-rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
+RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
 {
     int i, n;
     double now;

@@ -85,7 +85,7 @@ static uint8_t *rdma_shm_ring(uint8_t * map, size_t ring, size_t nslots, int slo
  * it if it sleeps.  The fence pairs with the one in rdma_shm_wait_arm
  * (Dekker): either the peer's last poll sees our store, or we see its
  * sleeping flag. */
-int rdma_shm_wake(shm_peer_t * pe)
+RDMA_HOT int rdma_shm_wake(shm_peer_t * pe)
 {
     shm_hdr_t *h = (shm_hdr_t *) pe->map;
 
@@ -97,7 +97,7 @@ int rdma_shm_wake(shm_peer_t * pe)
     return 0;
 }
 
-static rdma_status_t rdma_shm_write(void *ctx, size_t off, size_t len, unsigned frames)
+static RDMA_HOT rdma_status_t rdma_shm_write(void *ctx, size_t off, size_t len, unsigned frames)
 {
     (void) off, (void) len, (void) frames;
     return rdma_shm_wake(ctx);
@@ -466,7 +466,7 @@ static rdma_status_t rdma_shm_connect(rdma_xport_t * xp, rdma_conn_t * c)
 }
 
 /* Ready the peers that attached to us since the doorbell last moved. */
-static rdma_status_t rdma_shm_progress(rdma_xport_t * xp)
+static RDMA_HOT rdma_status_t rdma_shm_progress(rdma_xport_t * xp)
 {
     uint64_t bell = __atomic_load_n(&((shm_hdr_t *) xp->map)->doorbell, __ATOMIC_ACQUIRE);
     int r, rc = RDMA_OK;
