@@ -8,7 +8,9 @@
 # pattern without MPI (rawimm, rawwrite: test/softroce/verbs_selftest.c
 # "lat", one frame per message into the peer's ring, found the same way), which
 # splits a ratio to perftest into the device's cost of that pattern and the
-# software's; with --peers also Open MPI over UCX and Debian's MPICH
+# software's (rawtouch: rawwrite with each process writing 64 more pages
+# per message, LAT_TOUCH: what a larger footprint between system calls costs
+# in this boot; opt-in through --only); with --peers also Open MPI over UCX and Debian's MPICH
 # (ch4:ucx) on rxe0 with the settings of test/softroce/peers.md.  Every pair
 # runs all of them (the order flips every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
@@ -18,7 +20,7 @@
 # the ratios whose two sides ran.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--generic-crc]
-#             [--only "send imm write flag rawimm rawwrite ompi mpich"] [--out DIR]
+#             [--only "send imm write flag rawimm rawwrite rawtouch ompi mpich"] [--out DIR]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.  One
 # artefact of it: rdma_rxe computes the RoCE ICRC in software, and the
@@ -53,11 +55,13 @@ lat_mpi() {
 
 # One measurement LABEL into FILE (inside the VM).
 measure() {
-    local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
+    local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs op=write touch=0
     case $1 in
         send | write) for s in $SIZES; do lat_perftest "ib_$1_lat" "$s" "$2"; done ;;
-        rawimm | rawwrite) read -ra s <<< "$SIZES"
-            "$OUT/verbs_selftest" "$CH3RDMA_DEVICE" lat "${1#raw}" "$ITERS" "${s[@]}" \
+        rawimm | rawwrite | rawtouch) read -ra s <<< "$SIZES"
+            [ "$1" = rawimm ] && op=imm
+            [ "$1" = rawtouch ] && touch=64
+            env LAT_TOUCH=$touch "$OUT/verbs_selftest" "$CH3RDMA_DEVICE" lat $op "$ITERS" "${s[@]}" \
             > "$2.log" 2>&1 || log "$1 failed (see $2.log)"
             grep '^latency' "$2.log" > "$2" || true ;;
         imm) lat_mpi "$@" env "$v" "$RDMA/bin/mpiexec" -n 2 "$OUT/mpi_bench.rdma" ;;
@@ -112,13 +116,15 @@ report() {
     ratio_line flag rawwrite
     ratio_line rawimm send
     ratio_line rawwrite write
+    ratio_line rawtouch rawwrite
     ratio_line imm ompi
     ratio_line imm mpich
     ratio_line flag ompi
     ratio_line flag mpich
     echo "# imm: ch3:rdma default (write with immediate); flag: flag polling forced;"
     echo "# send/write: ib_send_lat/ib_write_lat t_avg; rawimm/rawwrite: the raw device on the channel's"
-    echo "# wire pattern (verbs_selftest lat); ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
+    echo "# wire pattern (verbs_selftest lat); rawtouch: rawwrite writing 64 more pages per message;"
+    echo "# ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
 }
 
 # ONLY: the measurements to run, each known and once (default: perftest and
@@ -127,8 +133,8 @@ check_only() {
     local m seen=" "
     ONLY=${ONLY:-send imm write flag rawimm rawwrite${PEERS:+ ompi mpich}}
     for m in $ONLY; do
-        [[ " send imm write flag rawimm rawwrite ompi mpich " == *" $m "* ]] \
-            || die "--only: unknown measurement '$m' (send imm write flag rawimm rawwrite ompi mpich)"
+        [[ " send imm write flag rawimm rawwrite rawtouch ompi mpich " == *" $m "* ]] || die \
+            "--only: unknown measurement '$m' (send imm write flag rawimm rawwrite rawtouch ompi mpich)"
         [[ $seen != *" $m "* ]] || die "--only: '$m' named twice"
         seen+="$m "
         [[ $m != ompi && $m != mpich ]] || PEERS=yes

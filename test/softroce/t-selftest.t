@@ -52,7 +52,7 @@ verbs_op read "verbs RC RDMA READ 1 B, 4 KiB, 1 MiB verified"
 verbs_op write_imm "verbs RC RDMA WRITE WITH IMM: imm, byte_len and data verified"
 result lat_imm "verbs_selftest lat imm: 8 B and 1 KiB frames found by their completions, each verified"
 grep '^# lat' "$res/lat_imm.log" 2>/dev/null || true
-result lat_write "verbs_selftest lat write: 8 B and 1 KiB frames found by polling memory, each verified"
+result lat_write "verbs_selftest lat write: 8 B and 1 KiB frames found by polling memory, each verified (LAT_TOUCH=16)"
 grep '^# lat' "$res/lat_write.log" 2>/dev/null || true
 rc=0
 grep -q '^data_in_order RDMA_WRITE: [01]$' "$res/verbs.log" 2>/dev/null || rc=1

@@ -8,17 +8,16 @@
  * and what ibv_query_qp_data_in_order() reports. Exit status 0 if everything passed.
  *
  * With "lat", the two processes run a ping-pong instead, on ch3:rdma's wire pattern without
- * MPI: each message is one frame of SIZE + 40 bytes (ch3:rdma's frame for an 8-byte MPI
- * message is 48 bytes; a larger one carries up to 8 header bytes more), inline when it fits,
- * in the next 64-byte-aligned slot of the peer's 512 KiB ring; every 16th send signalled,
- * receives reposted 16 at a time. "imm":
- * RDMA WRITE WITH IMMEDIATE, found by its receive completion (the channel's default arrival);
- * "write": RDMA WRITE, found by polling the frame's last word (flag polling, which assumes the
- * device places a write in address order). The receiver verifies every frame before it
- * answers. Prints "latency SIZE US" (half a round trip, mean over ITERS after 200) per size,
- * as mpi_bench does, and "# lat ..." with the frames verified and the torn ones (last word
- * seen before the rest: re-read until whole; only possible with "write"). A frame found by
- * its completion that is wrong, or one not whole within 60 s, ends the run with status 2.
+ * MPI: each message is one frame of SIZE + 40 bytes (48 for an 8-byte MPI message), inline
+ * when it fits, in the next 64-byte-aligned slot of the peer's 512 KiB ring; every 16th send
+ * signalled, receives reposted 16 at a time. "imm": RDMA WRITE WITH IMMEDIATE, found by its
+ * receive completion (the channel's default); "write": RDMA WRITE, found by polling the
+ * frame's last word (flag polling). The receiver verifies every frame. Prints "latency SIZE
+ * US" (half a round trip, mean over ITERS after 200) per size, as mpi_bench does, and "# lat
+ * ..." with the frames verified and the torn ones (last word seen first: re-read until whole).
+ * A frame found by its completion that is wrong, or one not whole in 60 s, exits with 2.
+ * LAT_TOUCH=N: each process writes N more pages after each frame it receives (a footprint
+ * between system calls, which the emulated test bed charges to the next one: README).
  *
  * usage: verbs_selftest [DEVICE]
  *        verbs_selftest DEVICE lat imm|write ITERS SIZE...
@@ -66,9 +65,8 @@ struct ctx {
     struct ibv_qp *qp;
     struct ibv_mr *mr;
     uint8_t *buf;
-    int gid_index;
+    int gid_index, sock;
     enum ibv_mtu mtu;
-    int sock;
     uint32_t max_inline;
 };
 
@@ -89,11 +87,10 @@ static void xfer(int fd, void *p, size_t n, int out)
 {
     for (size_t done = 0; done < n;) {
         ssize_t r = out ? write(fd, (char *) p + done, n - done) : read(fd, (char *) p + done, n - done);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
             die("peer connection %s", r == 0 ? "closed" : strerror(errno));
-        }
         done += (size_t) r;
     }
 }
@@ -232,8 +229,7 @@ static void connect_qp(struct ctx *c, const struct qp_info *remote, uint32_t my_
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 17;     /* ~0.5 s: generous, the peer may be slow under emulation */
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
+    a.retry_cnt = a.rnr_retry = 7;
     a.sq_psn = my_psn;
     a.max_rd_atomic = 4;
     if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -386,6 +382,8 @@ struct lat {
     uint64_t pos[2];            /* ring offset of the next frame: [0] sent, [1] received */
     uint32_t sent, owed;        /* sends posted; receives consumed since the last repost */
     unsigned long frames, torn;
+    volatile uint64_t *pages;   /* touch of them written after each frame (LAT_TOUCH) */
+    uint32_t touch;
 };
 
 static void lat_repost(struct lat *l, int n)
@@ -488,6 +486,8 @@ static void lat_recv(struct lat *l, uint64_t seq)
         die("frame %llu found by its completion is wrong", (unsigned long long) seq);
     l->frames++;
     l->torn += (unsigned long) torn;
+    for (uint32_t k = 0; k < l->touch; k++)
+        l->pages[k * 520]++;    /* 4160 B apart: distinct pages, each its own frame */
 }
 
 /* Both processes are here (their rings are cleared, no frame in flight). */
@@ -544,11 +544,14 @@ static long lat_args(int argc, char **argv)
 
 static void lat(struct ctx *c, const struct qp_info *remote, int argc, char **argv, int client)
 {
-    struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm") };
+    struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm"),
+        .touch = getenv("LAT_TOUCH") ? (uint32_t) strtoul(getenv("LAT_TOUCH"), NULL, 10) : 0 };
     long iters = strtol(argv[4], NULL, 10);
 
-    lat_repost(&l, LAT_BATCH);
-    lat_repost(&l, LAT_BATCH);
+    if (!(l.pages = calloc((size_t) l.touch + 1, 4160)))
+        die("lat: no memory for LAT_TOUCH=%u pages", l.touch);
+    for (int i = 0; i < 2; i++)
+        lat_repost(&l, LAT_BATCH);
     for (int a = 5; a < argc; a++)
         lat_size(&l, (uint32_t) strtol(argv[a], NULL, 10), iters, client);
 }
