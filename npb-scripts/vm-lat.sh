@@ -9,10 +9,11 @@
 # "lat", one frame per message into the peer's ring, found the same way), which
 # splits a ratio to perftest into the device's cost of that pattern and the
 # software's (rawtouch: rawwrite with each process writing 64 more pages
-# per message, LAT_TOUCH: what a larger footprint between system calls costs
-# in this boot; opt-in through --only); with --peers also Open MPI over UCX and Debian's MPICH
-# (ch4:ucx) on rxe0 with the settings of test/softroce/peers.md.  Every pair
-# runs all of them (the order flips every pair); the report gives per size
+# per message, LAT_TOUCH: what a larger footprint between system calls
+# costs in this boot; opt-in through --only); with --peers also Open MPI
+# over UCX and Debian's MPICH (ch4:ucx) on rxe0 with the settings of
+# test/softroce/peers.md.  Every pair runs all of them (the order flips
+# every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
 # (half a round trip, mean over ITERS; perftest's t_avg), at the --sizes only.
 # --only runs a subset (e.g. "imm ompi mpich": three runs per pair, closer

@@ -16,8 +16,7 @@
  * US" (half a round trip, mean over ITERS after 200) per size, as mpi_bench does, and "# lat
  * ..." with the frames verified and the torn ones (last word seen first: re-read until whole).
  * A frame found by its completion that is wrong, or one not whole in 60 s, exits with 2.
- * LAT_TOUCH=N: each process writes N more pages after each frame it receives (a footprint
- * between system calls, which the emulated test bed charges to the next one: README).
+ * LAT_TOUCH=N (0..65536): each process writes N more pages after each frame it receives.
  *
  * usage: verbs_selftest [DEVICE]
  *        verbs_selftest DEVICE lat imm|write ITERS SIZE...
@@ -142,15 +141,12 @@ static int pick_gid(struct ibv_context *dev, int gid_tbl_len, int verbose)
         if (rank > best_rank)
             best = i, best_rank = rank;
     }
-    if (best < 0) {
-        best = 0;       /* no GID entry could be queried: try index 0 */
-        if (verbose)
-            printf("# no GID entry found, falling back to index 0\n");
-    } else if (verbose) {
+    if (best < 0 && verbose)    /* no GID entry could be queried: try index 0 */
+        printf("# no GID entry found, falling back to index 0\n");
+    else if (verbose)
         printf("# gid index %d (%s)\n", best, best_rank == 3 ? "RoCE v2, IPv4-mapped" :
                best_rank == 2 ? "RoCE v2" : "fallback: first valid entry");
-    }
-    return best;
+    return best < 0 ? 0 : best;
 }
 
 static void setup(struct ctx *c, const char *devname)
@@ -380,10 +376,9 @@ struct lat {
     int imm;                    /* 1: write with immediate, found by completion; 0: flag polling */
     uint32_t len, span;         /* frame bytes (a multiple of 8), slot bytes (of 64) */
     uint64_t pos[2];            /* ring offset of the next frame: [0] sent, [1] received */
-    uint32_t sent, owed;        /* sends posted; receives consumed since the last repost */
+    uint32_t sent, owed, touch; /* sends posted; receives owed a repost; LAT_TOUCH */
     unsigned long frames, torn;
-    volatile uint64_t *pages;   /* touch of them written after each frame (LAT_TOUCH) */
-    uint32_t touch;
+    volatile uint64_t *pages;   /* touch pages, 4160 B apart */
 };
 
 static void lat_repost(struct lat *l, int n)
@@ -487,7 +482,7 @@ static void lat_recv(struct lat *l, uint64_t seq)
     l->frames++;
     l->torn += (unsigned long) torn;
     for (uint32_t k = 0; k < l->touch; k++)
-        l->pages[k * 520]++;    /* 4160 B apart: distinct pages, each its own frame */
+        l->pages[k * 520]++;    /* 520 words: the next page */
 }
 
 /* Both processes are here (their rings are cleared, no frame in flight). */
@@ -529,11 +524,14 @@ static void lat_size(struct lat *l, uint32_t size, long iters, int client)
                / (double) iters / 2, l->imm ? "imm" : "write", size, l->len, l->frames, l->torn);
 }
 
-/* "lat" arguments, checked before the fork: ITERS then the sizes. */
+/* "lat" arguments, checked before the fork: ITERS then the sizes, and LAT_TOUCH. */
 static long lat_args(int argc, char **argv)
 {
     long iters = argc > 4 ? strtol(argv[4], NULL, 10) : 0;
+    const char *t = getenv("LAT_TOUCH");
 
+    if (t && (!*t || t[strspn(t, "0123456789")] || strtoul(t, NULL, 10) > 65536))
+        die("lat: LAT_TOUCH=%s is not 0..65536 (pages)", t);
     if (argc < 6 || (strcmp(argv[3], "imm") && strcmp(argv[3], "write")) || iters < 1)
         die("usage: verbs_selftest DEVICE lat imm|write ITERS SIZE...");
     for (int a = 5; a < argc; a++)
@@ -544,8 +542,9 @@ static long lat_args(int argc, char **argv)
 
 static void lat(struct ctx *c, const struct qp_info *remote, int argc, char **argv, int client)
 {
+    const char *t = getenv("LAT_TOUCH");
     struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm"),
-        .touch = getenv("LAT_TOUCH") ? (uint32_t) strtoul(getenv("LAT_TOUCH"), NULL, 10) : 0 };
+        .touch = t ? (uint32_t) strtoul(t, NULL, 10) : 0 };
     long iters = strtol(argv[4], NULL, 10);
 
     if (!(l.pages = calloc((size_t) l.touch + 1, 4160)))
