@@ -8,9 +8,10 @@
 # pattern without MPI (rawimm, rawwrite: test/softroce/verbs_selftest.c
 # "lat", one frame per message into the peer's ring, found the same way), which
 # splits a ratio to perftest into the device's cost of that pattern and the
-# software's (rawtouch: rawwrite with each process writing 64 more pages
-# per message, LAT_TOUCH: what a larger footprint between system calls
-# costs in this boot; opt-in through --only); with --peers also Open MPI
+# software's (opt-in through --only, what more software per message costs
+# in this boot: rawtouch, rawwrite with each process writing 64 more pages
+# per message, LAT_TOUCH; rawcalls, rawimm with each process calling 64
+# distinct functions per message, LAT_CALLS); with --peers also Open MPI
 # over UCX and Debian's MPICH (ch4:ucx) on rxe0 with the settings of
 # test/softroce/peers.md.  Every pair runs all of them (the order flips
 # every pair); the report gives per size
@@ -21,7 +22,8 @@
 # the ratios whose two sides ran.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--generic-crc]
-#             [--only "send imm write flag rawimm rawwrite rawtouch ompi mpich"] [--out DIR]
+#             [--only "send imm write flag rawimm rawwrite rawtouch rawcalls ompi mpich"]
+#             [--out DIR]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.  One
 # artefact of it: rdma_rxe computes the RoCE ICRC in software, and the
@@ -56,13 +58,15 @@ lat_mpi() {
 
 # One measurement LABEL into FILE (inside the VM).
 measure() {
-    local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs op=write touch=0
+    local s v=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs op=write touch=0 calls=0
     case $1 in
         send | write) for s in $SIZES; do lat_perftest "ib_$1_lat" "$s" "$2"; done ;;
-        rawimm | rawwrite | rawtouch) read -ra s <<< "$SIZES"
-            [ "$1" = rawimm ] && op=imm
+        rawimm | rawwrite | rawtouch | rawcalls) read -ra s <<< "$SIZES"
+            [[ $1 != rawimm && $1 != rawcalls ]] || op=imm
             [ "$1" = rawtouch ] && touch=64
-            env LAT_TOUCH=$touch "$OUT/verbs_selftest" "$CH3RDMA_DEVICE" lat $op "$ITERS" "${s[@]}" \
+            [ "$1" = rawcalls ] && calls=64
+            env LAT_TOUCH=$touch LAT_CALLS=$calls "$OUT/verbs_selftest" "$CH3RDMA_DEVICE" lat $op \
+                "$ITERS" "${s[@]}" \
             > "$2.log" 2>&1 || log "$1 failed (see $2.log)"
             grep '^latency' "$2.log" > "$2" || true ;;
         imm) lat_mpi "$@" env "$v" "$RDMA/bin/mpiexec" -n 2 "$OUT/mpi_bench.rdma" ;;
@@ -118,6 +122,7 @@ report() {
     ratio_line rawimm send
     ratio_line rawwrite write
     ratio_line rawtouch rawwrite
+    ratio_line rawcalls rawimm
     ratio_line imm ompi
     ratio_line imm mpich
     ratio_line flag ompi
@@ -125,6 +130,7 @@ report() {
     echo "# imm: ch3:rdma default (write with immediate); flag: flag polling forced;"
     echo "# send/write: ib_send_lat/ib_write_lat t_avg; rawimm/rawwrite: the raw device on the channel's"
     echo "# wire pattern (verbs_selftest lat); rawtouch: rawwrite writing 64 more pages per message;"
+    echo "# rawcalls: rawimm calling 64 distinct functions per message;"
     echo "# ompi: Open MPI pml ucx; mpich: Debian MPICH ch4:ucx"
 }
 
@@ -134,8 +140,8 @@ check_only() {
     local m seen=" "
     ONLY=${ONLY:-send imm write flag rawimm rawwrite${PEERS:+ ompi mpich}}
     for m in $ONLY; do
-        [[ " send imm write flag rawimm rawwrite rawtouch ompi mpich " == *" $m "* ]] || die \
-            "--only: unknown measurement '$m' (send imm write flag rawimm rawwrite rawtouch ompi mpich)"
+        [[ " send imm write flag rawimm rawwrite rawtouch rawcalls ompi mpich " == *" $m "* ]] || die \
+            "--only: unknown measurement '$m' (send imm write flag rawimm rawwrite rawtouch rawcalls ompi mpich)"
         [[ $seen != *" $m "* ]] || die "--only: '$m' named twice"
         seen+="$m "
         [[ $m != ompi && $m != mpich ]] || PEERS=yes
@@ -164,7 +170,7 @@ main() {
     RDMA=$(prefix_of rdma) OMPI=- MPICH=-
     cp "$(bench_binary rdma "$RDMA")" "$OUT/mpi_bench.rdma"
     cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$OUT/verbs_selftest" \
-        "$TOP/test/softroce/verbs_selftest.c" -libverbs || die "cannot build verbs_selftest"
+        "$TOP/test/softroce/verbs_selftest.c" "$TOP/test/softroce/lat_calls.c" -libverbs || die "cannot build verbs_selftest"
     if [ -n "$PEERS" ]; then
         OMPI=$(prefix_of debian-openmpi) MPICH=$(prefix_of debian-mpich)
         cp "$(bench_binary debian-openmpi "$OMPI")" "$OUT/mpi_bench.ompi"

@@ -34,6 +34,6 @@ check devinfo devinfo
 check write_lat perf_pair 18515 ib_write_lat -d "$dev" -x "$gid" -n 200 -s 2
 check read_lat perf_pair 18516 ib_read_lat -d "$dev" -x "$gid" -n 200 -s 2
 check verbs timeout 120 "$verbs" "$dev"
-check lat_imm timeout 120 "$verbs" "$dev" lat imm 2000 8 1024
+check lat_imm timeout 120 env LAT_CALLS=64 "$verbs" "$dev" lat imm 2000 8 1024
 check lat_write timeout 120 env LAT_TOUCH=16 "$verbs" "$dev" lat write 2000 8 1024
 ! grep -qvx 0 "$res"/*.rc

@@ -16,7 +16,8 @@
  * US" (half a round trip, mean over ITERS after 200) per size, as mpi_bench does, and "# lat
  * ..." with the frames verified and the torn ones (last word seen first: re-read until whole).
  * A frame found by its completion that is wrong, or one not whole in 60 s, exits with 2.
- * LAT_TOUCH=N (0..65536): each process writes N more pages after each frame it receives.
+ * After each frame it receives, each process writes LAT_TOUCH=N (0..65536) more pages and
+ * calls LAT_CALLS=N (0..256) distinct functions (lat_calls.c).
  *
  * usage: verbs_selftest [DEVICE]
  *        verbs_selftest DEVICE lat imm|write ITERS SIZE...
@@ -122,22 +123,17 @@ static int verify(const uint8_t *p, uint32_t size, uint32_t seed)
     return 1;
 }
 
-static int is_ipv4_mapped(const union ibv_gid *g)
-{
-    static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-    return memcmp(g->raw, prefix, sizeof(prefix)) == 0;
-}
-
 /* Prefer a RoCE v2 IPv4-mapped GID, then any RoCE v2 GID, then any valid one. */
 static int pick_gid(struct ibv_context *dev, int gid_tbl_len, int verbose)
 {
+    static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
     int best = -1, best_rank = 0;
     for (int i = 0; i < gid_tbl_len; i++) {
         struct ibv_gid_entry e;
         if (ibv_query_gid_ex(dev, 1, (uint32_t) i, &e, 0))
             continue;
         int v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
-        int rank = v2 && is_ipv4_mapped(&e.gid) ? 3 : v2 ? 2 : 1;
+        int rank = v2 && !memcmp(e.gid.raw, v4mapped, sizeof(v4mapped)) ? 3 : v2 ? 2 : 1;
         if (rank > best_rank)
             best = i, best_rank = rank;
     }
@@ -206,28 +202,17 @@ static void connect_qp(struct ctx *c, const struct qp_info *remote, uint32_t my_
     if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
         die("modify_qp INIT failed");
 
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = c->mtu;
-    a.dest_qp_num = remote->qpn;
-    a.rq_psn = remote->psn;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = remote->gid;
-    a.ah_attr.grh.sgid_index = (uint8_t) c->gid_index;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
+    a = (struct ibv_qp_attr) { .qp_state = IBV_QPS_RTR, .path_mtu = c->mtu,
+        .dest_qp_num = remote->qpn, .rq_psn = remote->psn, .max_dest_rd_atomic = 4,
+        .min_rnr_timer = 12, .ah_attr = { .is_global = 1, .port_num = 1, .grh = {
+            .dgid = remote->gid, .sgid_index = (uint8_t) c->gid_index, .hop_limit = 64 } } };
     if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         die("modify_qp RTR: %s", strerror(errno));
 
-    memset(&a, 0, sizeof(a));
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 17;     /* ~0.5 s: generous, the peer may be slow under emulation */
-    a.retry_cnt = a.rnr_retry = 7;
-    a.sq_psn = my_psn;
-    a.max_rd_atomic = 4;
+    /* timeout 17: ~0.5 s, generous, the peer may be slow under emulation */
+    a = (struct ibv_qp_attr) { .qp_state = IBV_QPS_RTS, .timeout = 17, .retry_cnt = 7,
+        .rnr_retry = 7, .sq_psn = my_psn, .max_rd_atomic = 4 };
     if (ibv_modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
         die("modify_qp RTS: %s", strerror(errno));
@@ -370,13 +355,16 @@ static int client(struct ctx *c, const struct qp_info *remote)
 #define LAT_BATCH 16            /* signal every 16th send; repost receives 16 at a time */
 #define LAT_RING (MAX_SIZE / 2) /* c->buf: the ring, then the frame being sent */
 
+uint32_t lat_calls_run(uint32_t n);     /* lat_calls.c */
+
 struct lat {
     struct ctx *c;
     const struct qp_info *remote;
     int imm;                    /* 1: write with immediate, found by completion; 0: flag polling */
     uint32_t len, span;         /* frame bytes (a multiple of 8), slot bytes (of 64) */
     uint64_t pos[2];            /* ring offset of the next frame: [0] sent, [1] received */
-    uint32_t sent, owed, touch; /* sends posted; receives owed a repost; LAT_TOUCH */
+    uint32_t sent, owed;        /* sends posted; receives owed a repost */
+    uint32_t touch, calls;      /* LAT_TOUCH, LAT_CALLS */
     unsigned long frames, torn;
     volatile uint64_t *pages;   /* touch pages, 4160 B apart */
 };
@@ -483,6 +471,8 @@ static void lat_recv(struct lat *l, uint64_t seq)
     l->torn += (unsigned long) torn;
     for (uint32_t k = 0; k < l->touch; k++)
         l->pages[k * 520]++;    /* 520 words: the next page */
+    if (l->calls)
+        l->pages[0] += lat_calls_run(l->calls);
 }
 
 /* Both processes are here (their rings are cleared, no frame in flight). */
@@ -524,14 +514,23 @@ static void lat_size(struct lat *l, uint32_t size, long iters, int client)
                / (double) iters / 2, l->imm ? "imm" : "write", size, l->len, l->frames, l->torn);
 }
 
-/* "lat" arguments, checked before the fork: ITERS then the sizes, and LAT_TOUCH. */
+/* Knob NAME: 0 if unset; a value that is not 0..MAX exits naming the range. */
+static uint32_t lat_knob(const char *name, unsigned long max, const char *unit)
+{
+    const char *t = getenv(name);
+
+    if (t && (!*t || t[strspn(t, "0123456789")] || strtoul(t, NULL, 10) > max))
+        die("lat: %s=%s is not 0..%lu (%s)", name, t, max, unit);
+    return t ? (uint32_t) strtoul(t, NULL, 10) : 0;
+}
+
+/* "lat" arguments, checked before the fork: ITERS then the sizes, and the knobs. */
 static long lat_args(int argc, char **argv)
 {
     long iters = argc > 4 ? strtol(argv[4], NULL, 10) : 0;
-    const char *t = getenv("LAT_TOUCH");
 
-    if (t && (!*t || t[strspn(t, "0123456789")] || strtoul(t, NULL, 10) > 65536))
-        die("lat: LAT_TOUCH=%s is not 0..65536 (pages)", t);
+    lat_knob("LAT_TOUCH", 65536, "pages");
+    lat_knob("LAT_CALLS", 256, "functions");
     if (argc < 6 || (strcmp(argv[3], "imm") && strcmp(argv[3], "write")) || iters < 1)
         die("usage: verbs_selftest DEVICE lat imm|write ITERS SIZE...");
     for (int a = 5; a < argc; a++)
@@ -542,9 +541,9 @@ static long lat_args(int argc, char **argv)
 
 static void lat(struct ctx *c, const struct qp_info *remote, int argc, char **argv, int client)
 {
-    const char *t = getenv("LAT_TOUCH");
     struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm"),
-        .touch = t ? (uint32_t) strtoul(t, NULL, 10) : 0 };
+        .touch = lat_knob("LAT_TOUCH", 65536, "pages"),
+        .calls = lat_knob("LAT_CALLS", 256, "functions") };
     long iters = strtol(argv[4], NULL, 10);
 
     if (!(l.pages = calloc((size_t) l.touch + 1, 4160)))
