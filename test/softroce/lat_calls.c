@@ -1,9 +1,8 @@
 /*
  * lat_calls.c: LAT_CALLS for verbs_selftest lat. 256 distinct functions of a few
  * instructions; lat_calls_run(n) calls the first n through a table, a stand-in for the
- * calls an MPI stack makes per message. Under qemu's TCG each return (and indirect call) is
- * a lookup of translated code, so calls are what the Soft-RoCE VM charges for (README:
- * "What this guest charges for is calls").
+ * code an MPI stack runs once per message. Under qemu's TCG such code costs far more than
+ * in a loop (README: "Code run once per message is dear here").
  */
 #include <stdint.h>
 
