@@ -59,6 +59,14 @@
  *                       came), or MPI_Ssends it 1 KiB; prints "bigsend:
  *                       MPIX_ERR_PROC_FAILED after T s" (or bigrecv,
  *                       bigpost, ssend) if it failed so.
+ *   mpi_life rmafence [exit]
+ *                       active-target RMA with a rank that dies: rank 1
+ *                       dies after the opening fence; rank 0 puts 1 KiB
+ *                       into its window and fences; prints "rmafence:
+ *                       MPIX_ERR_PROC_FAILED after T s" if that failed so.
+ *                       (A passive-target epoch with a dead target waits
+ *                       forever instead, with ch3:nemesis too: CH3's RMA
+ *                       waits for the lock grant or the ack, README.)
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.
@@ -239,6 +247,19 @@ static int others(void)
     return rc != MPI_SUCCESS || bad || (rank == 0 && c != MPIX_ERR_PROC_FAILED);
 }
 
+/* Print "WHAT: <MPIX_ERR_PROC_FAILED, another error or success> after T s";
+ * 0 if rc is of MPIX_ERR_PROC_FAILED. */
+static int report_class(const char *what, int rc, double t0)
+{
+    int c = 0;
+
+    MPI_Error_class(rc, &c);
+    printf("%s: %s after %.1f s\n", what,
+           c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : rc ? "another error" : "success",
+           MPI_Wtime() - t0);
+    return c != MPIX_ERR_PROC_FAILED;
+}
+
 /* CH3's rendezvous with a rank that dies (messages over its eager limit).
  * bigsend: rank 1 dies 0.5 s after a barrier; rank 0 sends it 4 MiB (its
  * RTS waits for a CTS).  bigrecv: rank 1 starts a 4 MiB send to rank 0 and
@@ -250,7 +271,7 @@ static int others(void)
 static int rendezvous(const char *mode)
 {
     unsigned char *b = calloc(4, LEN);
-    int rc, c = 0, flag = 0, recv = strcmp(mode, "bigsend") && strcmp(mode, "ssend");
+    int rc, flag = 0, recv = strcmp(mode, "bigsend") && strcmp(mode, "ssend");
     MPI_Request r;
     double t0;
 
@@ -276,12 +297,30 @@ static int rendezvous(const char *mode)
     else
         rc = recv ? MPI_Recv(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
             : MPI_Send(b, 4 * LEN, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-    MPI_Error_class(rc, &c);
-    printf("%s: %s after %.1f s\n", mode,
-           c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : rc ? "another error" : "success",
-           MPI_Wtime() - t0);
     free(b);
-    return c != MPIX_ERR_PROC_FAILED;
+    return report_class(mode, rc, t0);
+}
+
+/* See the header (rmafence). */
+static int rma_fence(void)
+{
+    int buf[256] = { 0 }, rc;
+    MPI_Win win;
+    double t0;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Win_create(buf, sizeof(buf), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+    MPI_Win_fence(0, win);
+    if (rank == 1)
+        die(0);
+    if (rank != 0)
+        return 0;
+    t0 = MPI_Wtime();
+    rc = MPI_Put(buf, 256, MPI_INT, 1, 0, 256, MPI_INT, win);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Win_fence(0, win);
+    return report_class("rmafence", rc, t0);
 }
 
 static volatile sig_atomic_t usr1_seen;
@@ -387,10 +426,12 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "bigsend") || !strcmp(mode, "bigrecv") || !strcmp(mode, "bigpost")
              || !strcmp(mode, "ssend"))
         rc = rendezvous(mode);
+    else if (!strcmp(mode, "rmafence") && size == 2)
+        rc = rma_fence();
     else {
         fprintf(stderr, "usage: mpi_life late S | stagger S | window S (3 ranks+) | kill | poweroff"
                 " | killsend [exit] | notice [1] | others [exit] (3 ranks+)"
-                " | bigsend|bigrecv|bigpost|ssend [exit]\n");
+                " | bigsend|bigrecv|bigpost|ssend [exit] | rmafence [exit] (2 ranks)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
         return 2;
     }

@@ -5,9 +5,11 @@
 # died before or after it connected, and the survivor's MPI_Finalize
 # returns.  mpi_life: the other ranks' traffic goes on, CH3's rendezvous
 # with the dead rank fails instead of waiting, and a program that does not
-# handle failures itself is told which rank died, on which host.
+# handle failures itself is told which rank died, on which host; an RMA
+# fence with the dead rank fails (a passive-target epoch waits forever, in
+# CH3's RMA code, with ch3:nemesis too).
 . "$(dirname "$0")/../lib.sh"
-plan 10
+plan 11
 P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
 T=$P/../build/test/mpi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -42,6 +44,10 @@ for m in bigsend bigrecv bigpost ssend; do
         "$m: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
         "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" $m exit
 done
+# Active-target RMA: the fence that closes an epoch with a dead target.
+EXPECT_TIMEOUT=60 expect_output 1 "^rmafence: MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
+    "rmafence: an RMA fence with a rank that died fails with MPIX_ERR_PROC_FAILED" -- \
+    "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" rmafence exit
 out=$(timeout -k 5 60 "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" kill exit 2>&1)
 grep -Eq "^\[ch3:rdma\] rank 0: .*rank 1 on $(hostname) " <<<"$out"
 ok $? "without MPIR_CVAR_ENABLE_FT, the survivor names the dead rank and its host on one line"
