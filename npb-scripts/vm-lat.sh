@@ -170,7 +170,8 @@ main() {
     RDMA=$(prefix_of rdma) OMPI=- MPICH=-
     cp "$(bench_binary rdma "$RDMA")" "$OUT/mpi_bench.rdma"
     cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$OUT/verbs_selftest" \
-        "$TOP/test/softroce/verbs_selftest.c" "$TOP/test/softroce/lat_calls.c" -libverbs || die "cannot build verbs_selftest"
+        "$TOP/test/softroce/verbs_selftest.c" "$TOP/test/softroce/lat_calls.c" -libverbs ||
+        die "cannot build verbs_selftest"
     if [ -n "$PEERS" ]; then
         OMPI=$(prefix_of debian-openmpi) MPICH=$(prefix_of debian-mpich)
         cp "$(bench_binary debian-openmpi "$OMPI")" "$OUT/mpi_bench.ompi"

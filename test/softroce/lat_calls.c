@@ -4,7 +4,7 @@
  * code an MPI stack runs once per message. Under qemu's TCG such code costs far more than
  * in a loop (README: "Code run once per message is dear here").
  */
-#include <stdint.h>
+#include "lat_calls.h"
 
 /* f1000..f4333: the name's digits in base 4 (a distinct octal constant each) */
 #define F(k) static __attribute__((noinline)) uint32_t f##k(uint32_t x) \
@@ -18,15 +18,13 @@
 #define T64(k) T16(k##0) T16(k##1) T16(k##2) T16(k##3)
 
 F64(1) F64(2) F64(3) F64(4)
-static uint32_t (*const fn[])(uint32_t) = { T64(1) T64(2) T64(3) T64(4) };
-
-uint32_t lat_calls_run(uint32_t n);
+static uint32_t (*const fn[LAT_CALLS_MAX])(uint32_t) = { T64(1) T64(2) T64(3) T64(4) };
 
 uint32_t lat_calls_run(uint32_t n)
 {
     uint32_t s = n;
 
-    for (uint32_t i = 0; i < n && i < sizeof(fn) / sizeof(fn[0]); i++)
+    for (uint32_t i = 0; i < n && i < LAT_CALLS_MAX; i++)
         s = fn[i](s);
     return s;
 }

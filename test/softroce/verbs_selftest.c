@@ -35,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lat_calls.h"
+
 #define MAX_SIZE (1u << 20)
 #define GUARD 64
 #define POLL_TIMEOUT_S 60
@@ -355,8 +357,6 @@ static int client(struct ctx *c, const struct qp_info *remote)
 #define LAT_BATCH 16            /* signal every 16th send; repost receives 16 at a time */
 #define LAT_RING (MAX_SIZE / 2) /* c->buf: the ring, then the frame being sent */
 
-uint32_t lat_calls_run(uint32_t n);     /* lat_calls.c */
-
 struct lat {
     struct ctx *c;
     const struct qp_info *remote;
@@ -530,7 +530,7 @@ static long lat_args(int argc, char **argv)
     long iters = argc > 4 ? strtol(argv[4], NULL, 10) : 0;
 
     lat_knob("LAT_TOUCH", 65536, "pages");
-    lat_knob("LAT_CALLS", 256, "functions");
+    lat_knob("LAT_CALLS", LAT_CALLS_MAX, "functions");
     if (argc < 6 || (strcmp(argv[3], "imm") && strcmp(argv[3], "write")) || iters < 1)
         die("usage: verbs_selftest DEVICE lat imm|write ITERS SIZE...");
     for (int a = 5; a < argc; a++)
@@ -543,7 +543,7 @@ static void lat(struct ctx *c, const struct qp_info *remote, int argc, char **ar
 {
     struct lat l = { .c = c, .remote = remote, .imm = !strcmp(argv[3], "imm"),
         .touch = lat_knob("LAT_TOUCH", 65536, "pages"),
-        .calls = lat_knob("LAT_CALLS", 256, "functions") };
+        .calls = lat_knob("LAT_CALLS", LAT_CALLS_MAX, "functions") };
     long iters = strtol(argv[4], NULL, 10);
 
     if (!(l.pages = calloc((size_t) l.touch + 1, 4160)))
