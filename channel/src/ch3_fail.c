@@ -24,8 +24,10 @@
  * receives and marks the VC MORIBUND (MPIDI_CH3U_Handle_connection), so
  * later operations on it fail at once and MPI_Finalize skips it.  A VC
  * whose close handshake is done (terminating 1 or 2) is never failed, nor
- * one outside the job (rdma_channel.c: a failure there is an error of the
- * MPI call, as CH3's dynamic-process code expects).
+ * one of CH3's temporary connect-to-root VCs (rdma_channel.c: a failure
+ * there is an error of the MPI call, as CH3's dynamic-process code
+ * expects); VCs of other process groups (spawned, connected) fail like the
+ * job's.
  */
 #include "mpidi_ch3_impl.h"
 #include <signal.h>

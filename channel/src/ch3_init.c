@@ -86,6 +86,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
     MPIR_ERR_CHKANDJUMP(vc->ch.pkt == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     vc->ch.conn.xc.state = RDMA_CONN_IDLE;
     vc->ch.conn.xc.owner = vc;
+    vc->ch.conn.fail_reads = vc->pg != NULL;    /* rdma_channel.c: rdma_vc_of_group */
     MPIDI_CH3I_Owed_init(vc, NULL);
   fn_exit:
     return mpi_errno;

@@ -197,15 +197,15 @@ rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 
-/* Read what l's peer has put into the iov; *nbytes may be 0.  A job
- * peer's FAILED link keeps giving what it wrote before, then RDMA_ERR_PEER
- * (a link outside the job: nothing more). */
+/* Read what l's peer has put into the iov; *nbytes may be 0.  A FAILED
+ * link keeps giving what its peer wrote before, then RDMA_ERR_PEER if its
+ * owner set l->fail_reads, else nothing more. */
 static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
                                            const struct iovec *iov, int n, size_t *nbytes)
 {
     rdma_status_t st = rdma_link_getv(l, iov, n, nbytes);
 
-    if (st == RDMA_OK && *nbytes == 0 && l->xc.state == RDMA_CONN_FAILED && l->xc.peer < ch->size)
+    if (st == RDMA_OK && *nbytes == 0 && l->xc.state == RDMA_CONN_FAILED && l->fail_reads)
         st = RDMA_ERR_PEER;     /* read all the peer wrote: now its failure */
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }

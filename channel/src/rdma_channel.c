@@ -267,23 +267,26 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     goto fn_exit;
 }
 
-/* A VC of this job (not of dynamic processes: CH3 connects and accepts
- * them through temporary VCs it waits on, and cannot fail them). */
-static int rdma_vc_of_job(const MPIDI_VC_t * vc)
+/* A VC of a process group, ours or one connected to it (spawned,
+ * connected): a failure of its link fails it (ch3_fail.c).  CH3's
+ * temporary connect-to-root VCs have none: CH3 waits on them through its
+ * own requests and cannot fail them, so a failure there is the error of
+ * the MPI call that sees it. */
+static int rdma_vc_of_group(const MPIDI_VC_t * vc)
 {
-    return vc->pg == MPIDI_Process.my_pg;
+    return vc->pg != NULL;
 }
 
-/* A failed connection fails its job VC (ch3_fail.c; not after its close
+/* A failed connection fails its VC (ch3_fail.c; not after its close
  * handshake): at once, or if it was READY once its frames are read
- * (rdma_vc_errno).  Of a VC outside the job it is the MPI call's error
- * while CH3 uses the VC. */
+ * (rdma_vc_errno).  Of a temporary VC it is the MPI call's error while
+ * CH3 uses the VC. */
 static rdma_status_t rdma_link_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
-    if (!rdma_vc_of_job(vc))
+    if (!rdma_vc_of_group(vc))
         return vc->state != MPIDI_VC_STATE_ACTIVE && vc->state != MPIDI_VC_STATE_INACTIVE
             ? RDMA_OK : rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
                                  "%s", l->xc.why);
@@ -435,7 +438,7 @@ int MPIDI_CH3I_RDMA_finalize(void)
  * ready list) waits for the read that finds none left (drained). */
 static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
-    int job = rdma_vc_of_job(vc), mpi_errno = rdma_mpi_errno(st, job ? RDMA_AT_VC : RDMA_AT_RUN);
+    int job = rdma_vc_of_group(vc), mpi_errno = rdma_mpi_errno(st, job ? RDMA_AT_VC : RDMA_AT_RUN);
 
     if (st == RDMA_ERR_PEER && job && (drained || !vc->ch.on_ready_list
                                        || vc->ch.conn.xc.state != RDMA_CONN_FAILED))

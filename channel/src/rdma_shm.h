@@ -85,9 +85,9 @@ typedef struct shm_peer {
     shm_ring_t rx, rx_next, tx, tx_next;
 } shm_peer_t;
 
-/* A READY job peer's process, watched (rdma_shm_live.c). */
+/* A READY peer's process, watched (rdma_shm_live.c). */
 typedef struct shm_watch {
-    int rank;
+    shm_peer_t *pe;             /* xp->peer[rank] or a dynamic peer (xp->dyn) */
     int pidfd;                  /* readable once the process has exited */
     int gone;                   /* found exited by the last look */
 } shm_watch_t;
@@ -130,11 +130,11 @@ int rdma_shm_wake(shm_peer_t * pe);
 rdma_status_t rdma_shm_memfd_make(const char *name, size_t len, int *fd, uint8_t ** map,
                                   char *err, size_t errlen);
 
-/* Liveness of job peers (rdma_shm_live.c): watch q's process, stop
- * watching it, look (due at xp->watch_next; fails the READY peers found
- * gone by the look before), release all. */
-void rdma_shm_watch(rdma_xport_t * xp, int q, pid_t pid);
-void rdma_shm_unwatch_rank(rdma_xport_t * xp, int q);
+/* Liveness of peers (rdma_shm_live.c): watch pe's process (pe->pid),
+ * stop watching it, look (due at xp->watch_next; fails the READY peers
+ * found gone by the look before), release all. */
+void rdma_shm_watch(rdma_xport_t * xp, shm_peer_t * pe);
+void rdma_shm_unwatch_peer(rdma_xport_t * xp, const shm_peer_t * pe);
 rdma_status_t rdma_shm_look(rdma_xport_t * xp, double now);
 void rdma_shm_watch_free(rdma_xport_t * xp);
 
@@ -146,6 +146,9 @@ rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, si
 /* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers. */
 rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem);
+/* c, bound to pe, is READY (ev.ready), and pe's process watched from now
+ * on; both kinds of peers. */
+void rdma_shm_ready(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe);
 
 /* Growing rings (rdma_shm_grow.c): the pipe's ring_new..ring_move, and
  * what frees a peer's rings at its close. */

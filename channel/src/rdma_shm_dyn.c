@@ -77,6 +77,7 @@ static void rdma_shm_dyn_free(rdma_xport_t * xp, shm_peer_t * pe)
 {
     shm_peer_t **pp;
 
+    rdma_shm_unwatch_peer(xp, pe);
     rdma_shm_grow_free(pe);
     for (pp = &xp->dyn; *pp; pp = &(*pp)->next)
         if (*pp == pe) {
@@ -252,8 +253,7 @@ static int rdma_shm_dyn_accept(rdma_xport_t * xp, const shm_req_t * rq)
     if (answer == SHM_LINK_ACCEPTED) {
         pe->next = xp->dyn;
         xp->dyn = pe;
-        c->state = RDMA_CONN_READY;
-        xp->prm.ev.ready(xp->prm.ev.arg, c);
+        rdma_shm_ready(xp, c, pe);
         return 1;
     }
   drop:
@@ -279,8 +279,7 @@ static rdma_status_t rdma_shm_dyn_answered(rdma_xport_t * xp, shm_peer_t * pe)
     close(pe->link_fd);
     pe->link_fd = -1;
     if (answer == SHM_LINK_ACCEPTED && rdma_shm_dyn_bind(xp, c, pe) == RDMA_OK) {
-        c->state = RDMA_CONN_READY;
-        xp->prm.ev.ready(xp->prm.ev.arg, c);
+        rdma_shm_ready(xp, c, pe);
         return RDMA_OK;
     }
     if (answer == SHM_LINK_REFUSED)

@@ -412,6 +412,13 @@ rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
     return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: cannot set up the pipe to peer %d", c->peer);
 }
 
+void rdma_shm_ready(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe)
+{
+    rdma_shm_watch(xp, pe);
+    c->state = RDMA_CONN_READY;
+    xp->prm.ev.ready(xp->prm.ev.arg, c);
+}
+
 /* Set up our end of the connection to c->peer and tell the peer: the one
  * path for connect() and for peers found by progress(). */
 static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
@@ -441,9 +448,7 @@ static int rdma_shm_attach(rdma_xport_t * xp, rdma_conn_t * c)
     __atomic_store_n(&pe->tx_ctl->attached, 1, __ATOMIC_RELEASE);
     __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
     pe->used = 1;
-    rdma_shm_watch(xp, q, pe->pid);
-    c->state = RDMA_CONN_READY;
-    xp->prm.ev.ready(xp->prm.ev.arg, c);
+    rdma_shm_ready(xp, c, pe);
     return RDMA_OK;
   fail:
     rdma_conn_failed(c, xp->err);
@@ -500,7 +505,7 @@ static rdma_status_t rdma_shm_close(rdma_xport_t * xp, rdma_conn_t * c)
     if (c->peer < 0 || xp->peer[c->peer].conn != c)
         return SHM_FAIL(xp, RDMA_ERR_XPORT, "shm: close of rank %d, which is not connected",
                         c->peer);
-    rdma_shm_unwatch_rank(xp, c->peer);
+    rdma_shm_unwatch_peer(xp, &xp->peer[c->peer]);
     rdma_shm_unmap(&xp->peer[c->peer]);
     c->priv = NULL;
     c->state = RDMA_CONN_CLOSED;

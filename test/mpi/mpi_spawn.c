@@ -12,9 +12,17 @@
  *     intercommunicator between the same processes carries data too;
  *   4 MPI_Comm_disconnect of both, then every group goes on alone.
  * The parents' rank 0 exits 1 if a check failed.
+ *
+ *   mpi_spawn dead child|parent   (mpiexec -disable-auto-cleanup -n 1)
+ * One parent spawns one child; they exchange 64 B; the one named sends the
+ * other 16 KiB and exits at once (_exit(1), no MPI_Finalize); the survivor,
+ * 1 s later, receives the 16 KiB, then receives from the dead one again
+ * (MPI_ERRORS_RETURN), then finalizes.  It prints "dead child: the last
+ * message intact, then MPIX_ERR_PROC_FAILED after T s" (or what it saw).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "mpi_tap.h"
 
 static size_t bytes = 1 << 20;
@@ -97,6 +105,38 @@ static void checks(MPI_Comm inter, int is_child)
         MPI_Close_port(port);
 }
 
+/* See the header (dead); inter: the other group; dies: this process is
+ * the one that dies. */
+static void dead(MPI_Comm inter, const char *who, int dies)
+{
+    enum { LAST = 16384 };
+    unsigned char *b = calloc(1, LAST);
+    int rc, c = 0, intact;
+    double t0;
+
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    MPI_Sendrecv_replace(b, 64, MPI_BYTE, 0, 1, 0, 1, inter, MPI_STATUS_IGNORE);
+    if (dies) {
+        fill(b, LAST, 5);
+        MPI_Send(b, LAST, MPI_BYTE, 0, 2, inter);
+        _exit(1);
+    }
+    sleep(1);
+    intact = MPI_Recv(b, LAST, MPI_BYTE, 0, 2, inter, MPI_STATUS_IGNORE) == MPI_SUCCESS
+        && bad_bytes(b, LAST, 5) == 0;
+    t0 = MPI_Wtime();
+    rc = MPI_Recv(b, 64, MPI_BYTE, 0, 3, inter, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &c);
+    printf("dead %s: %s, then %s after %.1f s\n", who,
+           intact ? "the last message intact" : "the last message LOST or CORRUPT",
+           c == MPIX_ERR_PROC_FAILED ? "MPIX_ERR_PROC_FAILED" : rc ? "another error" : "success",
+           MPI_Wtime() - t0);
+    fflush(stdout);
+    free(b);
+    MPI_Finalize();
+    exit(!intact || c != MPIX_ERR_PROC_FAILED);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm parent, inter;
@@ -109,6 +149,12 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_parent(&parent);
     is_child = parent != MPI_COMM_NULL;
+    if (argc > 2 && !strcmp(argv[1], "dead")) {
+        if (!is_child)
+            MPI_Comm_spawn(argv[0], argv + 1, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &parent,
+                           MPI_ERRCODES_IGNORE);
+        dead(parent, argv[2], is_child == !strcmp(argv[2], "child"));
+    }
     if (is_child) {
         inter = parent;
     } else {

@@ -2,10 +2,13 @@
 # Dynamic processes on this host's shared-memory transport: MPI_Comm_spawn,
 # connect/accept through a port, data verified both ways between the groups,
 # disconnect (mpi_spawn.c); two jobs launched apart meet through a port
-# name in a file, and a forged token is refused (mpi_port.c).
+# name in a file, and a forged token is refused (mpi_port.c).  A spawned
+# child or its parent that exits without MPI_Finalize fails the survivor's
+# receive with MPIX_ERR_PROC_FAILED after the survivor read what it sent
+# (before 2026-11-30 the survivor waited forever).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 7
+plan 9
 mpi_setup
 
 # mpi_spawn exits 1 if one of its four checks failed
@@ -19,6 +22,14 @@ expect_output 0 '^ok 4 ' "large messages between the groups through the ring (LA
 expect_output 0 '^ok 4 ' "tiny rings (16 KiB): 4 MiB between the groups in many frames" -- \
     env MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 MPIR_CVAR_CH3_RDMA_RING_CHUNK=64 MPIR_CVAR_CH3_RDMA_PIPELINE=fixed \
     MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 "$P/bin/mpiexec" -n 1 "$W/mpi_spawn" 3 4194304
+
+# The one that dies exits 1: mpiexec's status is that of whichever group
+# Hydra reports, so the survivor's line is the check (a hang times out).
+for who in child parent; do
+    EXPECT_TIMEOUT=60 expect_output 0 "^dead $who: the last message intact, then MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
+        "the $who exits without MPI_Finalize: the survivor reads its last 16 KiB, then fails the next receive" -- \
+        sh -c '"$@"; exit 0' sh "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" dead $who
+done
 
 port_checks
 done_testing

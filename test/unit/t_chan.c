@@ -72,11 +72,13 @@ static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
     rdma_chan_config_t cfg = t_config(t);
     rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL };
-    int r;
+    int r, q;
 
     memset(R, 0, sizeof(R));
     nranks = n;
     for (r = 0; r < n; r++) {
+        for (q = 0; q < n; q++)
+            R[r].link[q].fail_reads = 1;        /* as the CH3 glue's job VCs */
         own.arg = &R[r];
         rdma_chan_init(&R[r].ch, &cfg, world_ops, r, n, "t_chan", &own);
         if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK ||

@@ -870,6 +870,8 @@ const conform_case_t conform_dyn_cases[] = {
      {.dynamic = 1, .block = 1, .pingpong = 300}, NULL},
     {"dyn", "2 jobs, the acceptor refuses the connector's hello: the connector is told so",
      {.dynamic = 1, .refuse_rank = 1, .late = 3}, "refused the connection"},
+    {"kill", "2 jobs of one rank: the peer SIGKILLed mid-stream, the survivor's progress "
+     "reports it", {.dynamic = 1, .kill_rank = 1, .timeout = 5}, "outside the job"},
 };
 const size_t conform_ndyn_cases = sizeof(conform_dyn_cases) / sizeof(conform_dyn_cases[0]);
 
