@@ -19,6 +19,14 @@
  * 1 s later, receives the 16 KiB, then receives from the dead one again
  * (MPI_ERRORS_RETURN), then finalizes.  It prints "dead child: the last
  * message intact, then MPIX_ERR_PROC_FAILED after T s" (or what it saw).
+ *
+ *   mpi_spawn late   (mpiexec -disable-auto-cleanup -n 1)
+ * A child that finalizes normally is no failure: one parent spawns one
+ * child; they exchange 64 B; the child calls MPI_Finalize without
+ * disconnecting (its close handshake waits for the parent) and exits; the
+ * parent makes no MPI call for 2 s, then probes the child for 1.5 s (the
+ * child exits meanwhile), then finalizes and prints "late: the parent
+ * finalized" if every call succeeded.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +145,26 @@ static void dead(MPI_Comm inter, const char *who, int dies)
     exit(!intact || c != MPIX_ERR_PROC_FAILED);
 }
 
+/* See the header (late). */
+static void late(MPI_Comm inter, int is_child)
+{
+    char b[64] = "";
+    int bad, flag;
+    double t0;
+
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    bad = MPI_Sendrecv_replace(b, 64, MPI_BYTE, 0, 1, 0, 1, inter, MPI_STATUS_IGNORE);
+    if (!is_child) {
+        sleep(2);
+        for (t0 = MPI_Wtime(); MPI_Wtime() - t0 < 1.5 && !bad;)
+            bad = MPI_Iprobe(0, 2, inter, &flag, MPI_STATUS_IGNORE);
+    }
+    bad |= MPI_Finalize();
+    if (!is_child)
+        printf("late: the parent finalized%s\n", bad ? ", but a call failed" : "");
+    exit(bad != 0);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm parent, inter;
@@ -149,10 +177,12 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_parent(&parent);
     is_child = parent != MPI_COMM_NULL;
-    if (argc > 2 && !strcmp(argv[1], "dead")) {
-        if (!is_child)
+    if (argc > 1 && (!strcmp(argv[1], "late") || (argc > 2 && !strcmp(argv[1], "dead")))) {
+        if (!is_child)          /* one child, with our arguments */
             MPI_Comm_spawn(argv[0], argv + 1, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &parent,
                            MPI_ERRCODES_IGNORE);
+        if (argv[1][0] == 'l')
+            late(parent, is_child);
         dead(parent, argv[2], is_child == !strcmp(argv[2], "child"));
     }
     if (is_child) {

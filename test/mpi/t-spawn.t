@@ -5,10 +5,11 @@
 # name in a file, and a forged token is refused (mpi_port.c).  A spawned
 # child or its parent that exits without MPI_Finalize fails the survivor's
 # receive with MPIX_ERR_PROC_FAILED after the survivor read what it sent
-# (before 2026-11-30 the survivor waited forever).
+# (before 2026-11-30 the survivor waited forever); one that finalizes
+# while the other is busy is not reported.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 9
+plan 10
 mpi_setup
 
 # mpi_spawn exits 1 if one of its four checks failed
@@ -30,6 +31,12 @@ for who in child parent; do
         "the $who exits without MPI_Finalize: the survivor reads its last 16 KiB, then fails the next receive" -- \
         sh -c '"$@"; exit 0' sh "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" dead $who
 done
+# ... and a child that finalizes normally (no disconnect) while the parent
+# makes no MPI call is no failure: nothing reported, every call succeeds
+EXPECT_TIMEOUT=60 expect_output 0 '^late: the parent finalized$' \
+    "a child finalizes and exits while the parent is busy: nothing reported, the parent finalizes" -- \
+    sh -c 'out=$("$@" 2>&1); echo "$out"; ! echo "$out" | grep -F "[ch3:rdma]"' sh \
+    "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" late
 
 port_checks
 done_testing
