@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 37
+plan 38
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -222,6 +222,11 @@ for who in child parent; do
         sh -c '"$@"; exit 0' sh env $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4 "$P/bin/mpiexec" \
         -disable-auto-cleanup -n 1 "$W/mpi_spawn" dead $who
 done
+EXPECT_TIMEOUT=60 expect_output 0 '^late: the parent finalized$' \
+    "verbs forced: a child finalizes and exits while the parent is busy: nothing reported" -- \
+    sh -c 'out=$("$@" 2>&1); echo "$out"; ! echo "$out" | grep -F "[ch3:rdma]"' sh \
+    env $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4 "$P/bin/mpiexec" -disable-auto-cleanup -n 1 \
+    "$W/mpi_spawn" late
 port_checks node1 node0
 expect_output 1 'ulimit -l' "low memlock limit gives a one-line diagnosis" -- \
     bash -c 'ulimit -l 64; exec env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs '"$P/bin/mpiexec"' -n 2 '"$W/cpi"
