@@ -438,9 +438,9 @@ int MPIDI_CH3I_RDMA_finalize(void)
  * ready list) waits for the read that finds none left (drained). */
 static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
-    int job = rdma_vc_of_group(vc), mpi_errno = rdma_mpi_errno(st, job ? RDMA_AT_VC : RDMA_AT_RUN);
+    int grp = rdma_vc_of_group(vc), mpi_errno = rdma_mpi_errno(st, grp ? RDMA_AT_VC : RDMA_AT_RUN);
 
-    if (st == RDMA_ERR_PEER && job && (drained || !vc->ch.on_ready_list
+    if (st == RDMA_ERR_PEER && grp && (drained || !vc->ch.on_ready_list
                                        || vc->ch.conn.xc.state != RDMA_CONN_FAILED))
         MPIDI_CH3I_VC_fail(vc, MPIDI_CH3I_chan.msg);
     return mpi_errno;

@@ -34,7 +34,8 @@ typedef struct rdma_link {
     rdma_conn_t xc;             /* what the transport sees (rdma_link_of) */
     uint64_t idle_mark;         /* frames both ways at the last idle check
                                  * (rdma_link_idle) */
-    int fail_reads;             /* the owner's: once FAILED, reads end in
+    int fail_reads;             /* the owner's, set before first use, then
+                                 * read-only: once FAILED, reads end in
                                  * RDMA_ERR_PEER after what the peer wrote
                                  * (rdma_chan_getv); else nothing more */
 } rdma_link_t;

@@ -24,6 +24,29 @@ mpi_setup() {
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }
 
+# spawn_fault_checks LABEL SECS [ENV...]: three TAP lines (mpi_spawn.c),
+# ENV (e.g. verbs forced) before mpiexec -disable-auto-cleanup.  A spawned
+# child, then a parent, exits without MPI_Finalize: the survivor reads its
+# last message, then its receive fails with MPIX_ERR_PROC_FAILED within
+# SECS (a regex of the whole seconds).  The one that dies exits 1 and
+# mpiexec's status is that of whichever group Hydra reports, so the
+# survivor's line is the check (a hang times out).  Then a child that
+# finalizes while its parent is busy: nothing reported.
+spawn_fault_checks() {
+    local label=$1 secs=$2 who; shift 2
+    for who in child parent; do
+        EXPECT_TIMEOUT=60 expect_output 0 \
+            "^dead $who: the last message intact, then MPIX_ERR_PROC_FAILED after $secs\.[0-9] s" \
+            "$label: the $who exits without MPI_Finalize; the survivor reads its last 16 KiB, then fails" -- \
+            sh -c '"$@"; exit 0' sh env "$@" "$P/bin/mpiexec" -disable-auto-cleanup -n 1 \
+            "$W/mpi_spawn" dead $who
+    done
+    EXPECT_TIMEOUT=60 expect_output 0 '^late: the parent finalized$' \
+        "$label: a child finalizes and exits while the parent is busy: nothing reported" -- \
+        sh -c 'out=$("$@" 2>&1); echo "$out"; ! echo "$out" | grep -F "[ch3:rdma]"' sh \
+        env "$@" "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" late
+}
+
 # port_checks [SERVER-HOST CLIENT-HOST]: three TAP lines (mpi_port.c): two
 # jobs launched apart (no shared PMI KVS) meet through a port name in a
 # file: a forged token is refused first, then the real name connects, and

@@ -181,7 +181,7 @@ int main(int argc, char **argv)
         if (!is_child)          /* one child, with our arguments */
             MPI_Comm_spawn(argv[0], argv + 1, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &parent,
                            MPI_ERRCODES_IGNORE);
-        if (argv[1][0] == 'l')
+        if (!strcmp(argv[1], "late"))
             late(parent, is_child);
         dead(parent, argv[2], is_child == !strcmp(argv[2], "child"));
     }

@@ -24,19 +24,6 @@ expect_output 0 '^ok 4 ' "tiny rings (16 KiB): 4 MiB between the groups in many 
     env MPIR_CVAR_CH3_RDMA_RING_SIZE=16384 MPIR_CVAR_CH3_RDMA_RING_CHUNK=64 MPIR_CVAR_CH3_RDMA_PIPELINE=fixed \
     MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=4096 "$P/bin/mpiexec" -n 1 "$W/mpi_spawn" 3 4194304
 
-# The one that dies exits 1: mpiexec's status is that of whichever group
-# Hydra reports, so the survivor's line is the check (a hang times out).
-for who in child parent; do
-    EXPECT_TIMEOUT=60 expect_output 0 "^dead $who: the last message intact, then MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
-        "the $who exits without MPI_Finalize: the survivor reads its last 16 KiB, then fails the next receive" -- \
-        sh -c '"$@"; exit 0' sh "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" dead $who
-done
-# ... and a child that finalizes normally (no disconnect) while the parent
-# makes no MPI call is no failure: nothing reported, every call succeeds
-EXPECT_TIMEOUT=60 expect_output 0 '^late: the parent finalized$' \
-    "a child finalizes and exits while the parent is busy: nothing reported, the parent finalizes" -- \
-    sh -c 'out=$("$@" 2>&1); echo "$out"; ! echo "$out" | grep -F "[ch3:rdma]"' sh \
-    "$P/bin/mpiexec" -disable-auto-cleanup -n 1 "$W/mpi_spawn" late
-
+spawn_fault_checks "shm" "[0-4]"
 port_checks
 done_testing

@@ -212,21 +212,9 @@ expect_output 0 '^ok 4 ' "spawn: parents on node0 and node1, children on node1 (
     env MPI_SPAWN_HOST=node1 "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_spawn" 2
 expect_output 0 '^ok 4 ' "spawn, verbs forced on one node: 4 MiB between the groups" -- \
     env $V "$P/bin/mpiexec" -n 1 "$W/mpi_spawn" 2 4194304
-# A spawned child or its parent exits without MPI_Finalize: found by the
-# keepalive's retries (CONNECT_TIMEOUT 4 s); the survivor's line is the
-# check, as in t-spawn.t (before 2026-11-30: MPI_ERR_OTHER, then a fatal
-# error in MPI_Finalize)
-for who in child parent; do
-    EXPECT_TIMEOUT=60 expect_output 0 "^dead $who: the last message intact, then MPIX_ERR_PROC_FAILED after [0-9]+\.[0-9] s" \
-        "verbs forced: the $who exits without MPI_Finalize; the survivor reads its last 16 KiB, then fails" -- \
-        sh -c '"$@"; exit 0' sh env $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4 "$P/bin/mpiexec" \
-        -disable-auto-cleanup -n 1 "$W/mpi_spawn" dead $who
-done
-EXPECT_TIMEOUT=60 expect_output 0 '^late: the parent finalized$' \
-    "verbs forced: a child finalizes and exits while the parent is busy: nothing reported" -- \
-    sh -c 'out=$("$@" 2>&1); echo "$out"; ! echo "$out" | grep -F "[ch3:rdma]"' sh \
-    env $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4 "$P/bin/mpiexec" -disable-auto-cleanup -n 1 \
-    "$W/mpi_spawn" late
+# Deaths found by the keepalive's retries (CONNECT_TIMEOUT 4 s; before
+# 2026-11-30: MPI_ERR_OTHER, then a fatal error in MPI_Finalize)
+spawn_fault_checks "verbs forced" "[0-9]+" $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4
 port_checks node1 node0
 expect_output 1 'ulimit -l' "low memlock limit gives a one-line diagnosis" -- \
     bash -c 'ulimit -l 64; exec env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs '"$P/bin/mpiexec"' -n 2 '"$W/cpi"
