@@ -157,7 +157,8 @@ typedef struct rdma_verbs_msg {
     uint32_t udqpn, qkey;
     uint16_t lid;
     uint8_t mtu;                /* sender's port MTU (enum ibv_mtu) */
-    uint8_t dyn, pad[4];
+    uint8_t dyn;
+    uint32_t pid;               /* sender's process id (diagnoses) */
     uint64_t src_auth;
     char host[RDMA_VERBS_HOST];
     char hello[RDMA_VERBS_HELLO];
@@ -172,6 +173,7 @@ typedef struct rdma_verbs_peer {
     uint16_t lid;
     uint32_t udqpn, qkey;
     uint64_t auth;
+    uint32_t pid;               /* 0: not known */
     char host[RDMA_VERBS_HOST];
 } rdma_verbs_peer_t;
 

@@ -81,6 +81,7 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->lid = xp->pattr.lid;
     m->mtu = (uint8_t) xp->pattr.active_mtu;
     m->src_auth = xp->auth;
+    m->pid = (uint32_t) getpid();
     snprintf(m->host, sizeof(m->host), "%s", xp->host);
     m->dyn = vc->c->peer >= xp->prm.size;
     if (m->dyn && type == RDMA_VERBS_MSG_REQ)

@@ -216,7 +216,7 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
     return RDMA_OK;
 }
 
-/* The card is "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>.<host>"
+/* The card is "<gid hex>.<lid>.<udqpn>.<port>.<qkey hex>.<auth hex>.<pid>.<host>"
  * (rdma_verbs_cm.c says why qkey and auth are secret). */
 void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
 {
@@ -225,20 +225,20 @@ void rdma_verbs_card_format(rdma_xport_t * xp, char *card, size_t len)
 
     for (i = 0; i < 16; i++)
         sprintf(hex + 2 * i, "%02x", xp->gid.raw[i]);
-    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx.%s", hex, xp->pattr.lid, xp->ud->qp_num,
-             xp->port, xp->qkey, (unsigned long long) xp->auth, xp->host);
+    snprintf(card, len, "%s.%u.%u.%u.%x.%016llx.%u.%s", hex, xp->pattr.lid, xp->ud->qp_num,
+             xp->port, xp->qkey, (unsigned long long) xp->auth, (unsigned) getpid(), xp->host);
 }
 
-/* Card -> the peer's address, CM QP, QKEY, auth and host. */
+/* Card -> the peer's address, CM QP, QKEY, auth, pid and host. */
 rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
 {
-    unsigned lid, qpn, port, qkey, b, i;
+    unsigned lid, qpn, port, qkey, pid, b, i;
     unsigned long long auth;
     char hex[33];
 
     memset(p, 0, sizeof(*p));
-    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx.%63s", hex, &lid, &qpn, &port, &qkey, &auth,
-               p->host) != 7 || strlen(hex) != 32)
+    if (sscanf(card, "%32[0-9a-f].%u.%u.%u.%x.%llx.%u.%63s", hex, &lid, &qpn, &port, &qkey,
+               &auth, &pid, p->host) != 8 || strlen(hex) != 32)
         return RDMA_ERR_INVAL;
     for (i = 0; i < 16; i++) {
         if (sscanf(hex + 2 * i, "%2x", &b) != 1)
@@ -249,6 +249,7 @@ rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
     p->udqpn = qpn;
     p->qkey = qkey;
     p->auth = auth;
+    p->pid = pid;
     return RDMA_OK;
 }
 
@@ -261,6 +262,7 @@ void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p)
     p->udqpn = m->udqpn;
     p->qkey = m->qkey;
     p->auth = m->src_auth;
+    p->pid = m->pid;
     snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->host) - 1, m->host);
 }
 
@@ -304,8 +306,10 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                         "memory", c->peer);
     vc->c = c;
     vc->xp = xp;
-    snprintf(vc->who, sizeof(vc->who), c->peer < xp->prm.size ? "rank %d"
-             : "process %d outside the job", c->peer);
+    if (c->peer < xp->prm.size)
+        snprintf(vc->who, sizeof(vc->who), "rank %d", c->peer);
+    else
+        snprintf(vc->who, sizeof(vc->who), "process %u outside the job", (unsigned) peer->pid);
     rdma_verbs_peer_apply(vc, peer);
     if (rdma_verbs_slot_get(xp, vc)) {
         rdma_say(why, len, st, "cannot create the connection to %s on %s: more than %u "
