@@ -138,7 +138,7 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_LEN_MAX ((1u << 30) - 1)
 #define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
 #define RB_STALE_BITS 16384     /* chunks a lazily cleared ring may have */
-#define RB_CLEAR_ALL 128        /* lazy: frames up to this many chunks are
+#define RB_CLEAR_ALL 256        /* lazy: frames up to this many chunks are
                                  * cleared whole at release */
 
 typedef struct rb_config {

@@ -463,23 +463,23 @@ static void t_publish(void)
  * rb_rx_release clears a released frame's chunk words, on a lazy pipe
  * (rb_pipe_t.lazy) only the flag word of a frame over RB_CLEAR_ALL
  * chunks, and the sender zeroes such words before a frame can start there
- * (rb_tx_stale).  Frames of `len` bytes fill the 32 KiB ring, the first
+ * (rb_tx_stale).  Frames of `len` bytes fill the 64 KiB ring, the first
  * holding at ring offset 64 the very flag the receiver expects there one
  * lap later; an 8-byte frame at 0 then leaves the receiver polling 64,
  * inside that old frame: it must find nothing. */
 static void t_stale(size_t len, const char *what)
 {
-    rb_config_t c = t_cfg(32768, 64, 16384, 16384, RB_MODE_PIGGYBACK);
-    uint32_t seq = 32768 / (16 + len) + 2;
+    rb_config_t c = t_cfg(65536, 64, 32768, 32768, RB_MODE_PIGGYBACK);
+    uint32_t seq = 65536 / (16 + len) + 2;
     uint64_t fake[2] = { (uint64_t) seq << 32 | 8 << 2 | 1, 0 };   /* 8 B, DATA */
-    uint8_t big[16368], r[16368];
+    uint8_t big[32752], r[32752];
     size_t i, good = 1;
 
     c.flag_publishes = 1;
     pair_init(&c);
     memset(big, 0x5a, len);
     memcpy(big + 64 - 16, fake, sizeof(fake));
-    for (i = 0; i < 32768 / (16 + len) && good; i++)
+    for (i = 0; i < 65536 / (16 + len) && good; i++)
         good = put1(&A, big, len) == len && get1(&B, r, len) == len;
     ok(good && A.p.lazy && put1(&A, "lap two!", 8) == 8 && get1(&B, r, 8) == 8
        && !memcmp(r, "lap two!", 8) && get1(&B, r, 8) == 0 && put1(&A, "and next", 8) == 8
@@ -488,13 +488,13 @@ static void t_stale(size_t len, const char *what)
 }
 
 /* The first small frame to an empty lazy ring after large ones zeroes
- * every stale word (rb_tx_stale), but not its own payload: two 16 KiB
- * frames fill the 32 KiB ring, a reply carries their credit, then a
+ * every stale word (rb_tx_stale), but not its own payload: two 32 KiB
+ * frames fill the 64 KiB ring, a reply carries their credit, then a
  * 4 KiB frame at offset 0 lies over the first one's stale chunk words. */
 static void t_sweep(void)
 {
-    rb_config_t c = t_cfg(32768, 64, 16384, 16384, RB_MODE_PIGGYBACK);
-    uint8_t big[16368], r[16368];
+    rb_config_t c = t_cfg(65536, 64, 32768, 32768, RB_MODE_PIGGYBACK);
+    uint8_t big[32752], r[32752];
     size_t i;
     int good = 1;
 
@@ -511,12 +511,12 @@ static void t_sweep(void)
        "lazy clearing: a small frame to an empty ring zeroes the stale words, not its own");
 }
 
-/* Lazy clearing in random flows with frames up to 16 KiB and a hot
+/* Lazy clearing in random flows with frames up to 32 KiB and a hot
  * window: every byte verified, and after every get the word at the
  * receiver's tail is 0 or the next frame's flag (flows_drive's tail_ok). */
 static void t_lazy(void)
 {
-    rb_config_t c = t_cfg(65536, 64, 16384, 16384, RB_MODE_PIGGYBACK);
+    rb_config_t c = t_cfg(131072, 64, 32768, 32768, RB_MODE_PIGGYBACK);
     flow_t f[2];
 
     c.flag_publishes = 1;
@@ -524,7 +524,7 @@ static void t_lazy(void)
     pair_init(&c);
     flows_init(f, 1 << 23);
     ok(A.p.lazy && flows_run(f, 2, BUFMAX, 8) == 0 && A.p.stale_any && B.p.stale_any,
-       "lazy clearing: 8 MiB each way, frames up to 16 KiB, tail words always 0 or a flag");
+       "lazy clearing: 8 MiB each way, frames up to 32 KiB, tail words always 0 or a flag");
 }
 
 /* Lap ends (RB_INFO_WRAP) on a flag-publishing pipe, lap mark 1024/32 = 32
@@ -565,7 +565,7 @@ static void t_lap(void)
 }
 
 /* Lap ends past the hot window's frame bytes: an 8 KiB ping-pong (frames
- * over hot_window/4, over RB_CLEAR_ALL chunks) on a 16 KiB window takes the
+ * over hot_window/4) on a 16 KiB window takes the
  * slots at 0 and 8256, every second frame ending the lap, with no PAD;
  * the bytes verify.  Bursts (8 KiB, then 100 B before the reply) never end
  * the lap there: the 8 KiB message finds the ring empty, the one before it
@@ -1539,7 +1539,7 @@ int main(void)
     t_lap_big();
     t_publish();
     t_stale(1008, "frames cleared whole");
-    t_stale(16368, "frames cleared lazily");
+    t_stale(32752, "frames cleared lazily");
     t_sweep();
     t_lazy();
     t_express();
