@@ -139,7 +139,9 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
 #define RB_STALE_BITS 16384     /* chunks a lazily cleared ring may have */
 #define RB_CLEAR_ALL 256        /* lazy: frames up to this many chunks are
-                                 * cleared whole at release */
+                                 * cleared whole at release: every default
+                                 * shm frame (16 KiB); from 128, host G
+                                 * doubled 8-16 KiB latency (README) */
 
 typedef struct rb_config {
     size_t ring_size;           /* bytes; power of two, <= 2^54; where the

@@ -173,7 +173,7 @@ typedef struct rdma_verbs_peer {
     uint16_t lid;
     uint32_t udqpn, qkey;
     uint64_t auth;
-    uint32_t pid;               /* 0: not known */
+    uint32_t pid;               /* in diagnoses of a peer outside the job */
     char host[RDMA_VERBS_HOST];
 } rdma_verbs_peer_t;
 
