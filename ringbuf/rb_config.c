@@ -55,6 +55,9 @@ rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
         bad = "hot_window";
     else if (cfg->max_writes == 1 || cfg->max_writes > RB_WRITES_MAX)
         bad = "max_writes";
+    else if (cfg->verify && (cfg->verify != 1 || !cfg->completion_driven
+                             || cfg->mode != RB_MODE_PIGGYBACK || cfg->flag_publishes))
+        bad = "verify";
     if (what)
         *what = bad;
     return bad ? RDMA_ERR_INVAL : RDMA_OK;

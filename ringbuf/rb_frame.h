@@ -55,6 +55,37 @@ static inline uint64_t rb_switch_span(uint64_t pos, size_t size)
     return size - (pos & (size - 1));
 }
 
+/* rb_check's round (xxHash64's): a bijection of h for a fixed w, and of w
+ * for a fixed h. */
+static inline uint64_t rb_check_round(uint64_t h, uint64_t w)
+{
+    h += w * UINT64_C(0xC2B2AE3D27D4EB4F);
+    h = h << 31 | h >> 33;
+    return h * UINT64_C(0x9E3779B185EBCA87);
+}
+
+/* The tail word of a frame at position pos on a verifying pipe (rb_pipe.h,
+ * "Self-verifying frames"): over its position, flag, info and the n words
+ * at w (its payload for a verified frame, none for another).  A frame read
+ * with one word other than written never matches (every round and the
+ * final mix are bijections); more words differ: a match by chance, about
+ * 2^-64 per torn read.  Position and seq make a stale frame of an earlier
+ * lap differ too. */
+static inline uint64_t rb_check(uint64_t pos, uint64_t flag, uint64_t info,
+                                const volatile uint64_t * w, size_t n)
+{
+    uint64_t h = rb_check_round(rb_check_round(rb_check_round(0, pos), flag), info);
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        h = rb_check_round(h, w[i]);
+    h ^= h >> 33;
+    h *= UINT64_C(0xC2B2AE3D27D4EB4F);
+    h ^= h >> 29;
+    h *= UINT64_C(0x165667B19E3779F9);
+    return h ^ h >> 32;
+}
+
 /* seq skips 0: a flag word that landed only in part (unwritten bytes still
  * 0) can then never carry the expected seq (see rb_rx_parse). */
 static inline uint32_t rb_seq_next(uint32_t seq)
@@ -141,10 +172,32 @@ static inline int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned fr
  * (all consumed), so small messages alone never pay for it. */
 void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span);
 
+/* A frame of len payload bytes goes out self-verifying (rb_pipe.h): on a
+ * verifying pipe, at most RB_VERIFY_MAX bytes, payload in the stage (not
+ * user: part of it in the caller's memory). */
+static inline int rb_tx_verified(const rb_pipe_t * p, size_t len, int user)
+{
+    return p->tail_kind == RB_TAIL_CHECK && !user && p->ovh + rb_pad8(len) <= RB_VERIFY_MAX;
+}
+
+/* Verifying pipe: the frame at f (tx.head) with this flag and info gets
+ * its tail word; returns the flag, its alt RB_ALT_VERIFIED for a frame
+ * rb_tx_verified.  Out of line (rb_pipe.c), like rb_rx_verified and
+ * rb_tx_commit_check, so that the inline paths shared memory runs carry
+ * none of the check code (inlined, it added 16 instructions to each
+ * shared-memory send, callgrind). */
+uint64_t rb_tx_check(rb_pipe_t * p, uint8_t * f, uint64_t flag, uint64_t info, size_t len,
+                     int user);
+
+/* rb_tx_frame's at: RB_TX_NOCHECK where the caller knows the pipe does
+ * not verify (no check code inlined), else where the payload is. */
+enum { RB_TX_NOCHECK = 0, RB_TX_STAGE = 1, RB_TX_USER = 2 };
+
 /* Complete the frame whose payload is in place at tx.head and publish it
- * in the stage; returns its ring offset.  Space was checked by the caller. */
+ * in the stage; returns its ring offset.  Space was checked by the
+ * caller. */
 static inline __attribute__ ((always_inline))
-size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
+size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len, int at)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint8_t *f = p->tx.stage + off;
@@ -161,11 +214,12 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len)
      * there: make the tail flag differ from it (alt 1 -> 2).  Without a tail
      * flag this read is skipped; on shm it would fetch a line the peer
      * holds before the frame can be published. */
-    if (p->tail_flag) {
+    if (p->tail_kind == RB_TAIL_FLAG) {
         if (*tailp == flag)
             flag ^= 3;
         *tailp = flag;
-    }
+    } else if (at && p->tail_kind == RB_TAIL_CHECK)
+        flag = rb_tx_check(p, f, flag, info, len, at == RB_TX_USER);
     if (p->lazy && (p->stale_any || p->ovh + rb_pad8(len) > RB_CLEAR_ALL * p->tx.cfg.chunk_size))
         rb_tx_stale(p, off, p->ovh + rb_pad8(len), span);
     /* release: payload, info, tail flag and a stale word's zero before the
@@ -227,10 +281,10 @@ static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
         && rb_tx_window(p, 1);
 }
 
-/* The one DATA frame of len bytes rb_tx_one_fits found room for, its
- * payload in place (rb_tx_payload): publish and write it. */
+/* rb_tx_commit, at RB_TX_NOCHECK (a pipe that does not verify) or
+ * RB_TX_STAGE. */
 static inline __attribute__ ((always_inline))
-int rb_tx_commit(rb_pipe_t * p, size_t len)
+int rb_tx_commit_as(rb_pipe_t * p, size_t len, int at)
 {
     int rc;
 
@@ -239,10 +293,24 @@ int rb_tx_commit(rb_pipe_t * p, size_t len)
         p->tx.wrap = RB_INFO_WRAP;
         p->stats.wraps++;
     }
-    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len), p->ovh + rb_pad8(len), 1, NULL);
+    rc = rb_tx_write(p, rb_tx_frame(p, RB_FRAME_DATA, len, at), p->ovh + rb_pad8(len),
+                     !(at && rb_tx_verified(p, len, 0)), NULL);
 
     p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
     return rc;
+}
+
+/* rb_tx_commit_as on a verifying pipe, out of line (rb_pipe.c). */
+int rb_tx_commit_check(rb_pipe_t * p, size_t len);
+
+/* The one DATA frame of len bytes rb_tx_one_fits found room for, its
+ * payload in place (rb_tx_payload): publish and write it. */
+static inline __attribute__ ((always_inline))
+int rb_tx_commit(rb_pipe_t * p, size_t len)
+{
+    if (__builtin_expect(p->tail_kind == RB_TAIL_CHECK, 0))
+        return rb_tx_commit_check(p, len);
+    return rb_tx_commit_as(p, len, RB_TX_NOCHECK);
 }
 
 /* Send the iov as the one frame rb_tx_one_fits found room for. */
@@ -276,6 +344,11 @@ static inline int rb_rx_flag_bad(const rb_pipe_t * p, uint64_t flag, size_t off,
     return (flag & 3) == 0 || (flag & 3) == 3 || bytes > p->rx.cfg.max_frame
         || off + bytes > p->rx.cfg.ring_size;
 }
+
+/* Verifying pipe: the frame at rx.tail (fr, ring offset off), its flag
+ * read with the expected seq, is complete (rb_rx.c).  1 or 0. */
+int rb_rx_verified(rb_pipe_t * p, volatile const uint8_t * fr, uint64_t flag, size_t off,
+                   size_t len);
 
 /* Piggyback mode: the frame's info word carries the peer's receive tail
  * (56-bit credit): rebuild the full tail, which lies within a ring of
@@ -333,9 +406,11 @@ static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
  * asked, no grow work owed.  1: *buf, *len view its payload; 0: nothing
  * has arrived; -1: anything else, for rb_rx_parse to judge.  The flag's
  * acquire load orders the info and payload reads (RB_EXPRESS_FLAG); on an
- * RB_EXPRESS_LANDED pipe the caller has seen the frame land (its
- * completion made the write visible) and takes only 1. */
-static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len)
+ * RB_EXPRESS_LANDED pipe (landed 1, else 0) the caller has seen the frame
+ * land (its completion made the write visible) or, verifying, may have
+ * (rb_rx_verified decides), and takes only 1. */
+static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len,
+                                      int landed)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail), n;
     volatile uint8_t *fr = p->rx.ring + off;
@@ -349,7 +424,8 @@ static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *l
     n = rb_flag_len(flag);
     info = ((volatile uint64_t *) fr)[1];
     /* type DATA (0) and no RB_INFO_GROW: bits 55..63 clear */
-    if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n) || info >> 55)
+    if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n) || info >> 55
+        || (landed && p->tail_kind == RB_TAIL_CHECK && !rb_rx_verified(p, fr, flag, off, n)))
         return -1;
     rb_rx_credit_in(p, info);
     *buf = (const void *) (fr + RB_HDR);

@@ -36,8 +36,9 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
     p->rx.ring = ring;
     p->rx.head_word = head_word;
     p->rx.seq = 1;
-    p->tail_flag = !cfg->flag_publishes && !cfg->completion_driven;
-    p->ovh = p->tail_flag ? RB_FRAME_OVERHEAD : RB_HDR;
+    p->tail_kind = cfg->verify ? RB_TAIL_CHECK
+        : !cfg->flag_publishes && !cfg->completion_driven ? RB_TAIL_FLAG : RB_TAIL_NONE;
+    p->ovh = p->tail_kind ? RB_FRAME_OVERHEAD : RB_HDR;
     p->express = basic ? 0 : cfg->completion_driven ? RB_EXPRESS_LANDED
         : cfg->flag_publishes ? RB_EXPRESS_FLAG : 0;
     p->lazy = cfg->flag_publishes && cfg->ring_max <= cfg->ring_size
@@ -95,6 +96,23 @@ void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span)
     }
 }
 
+uint64_t rb_tx_check(rb_pipe_t * p, uint8_t * f, uint64_t flag, uint64_t info, size_t len,
+                     int user)
+{
+    int v = rb_tx_verified(p, len, user);
+
+    flag ^= v ? 1 ^ RB_ALT_VERIFIED : 0;
+    *(uint64_t *) (f + RB_HDR + rb_pad8(len)) = rb_check(p->tx.head, flag, info,
+                                                         (uint64_t *) (f + RB_HDR),
+                                                         v ? rb_pad8(len) / 8 : 0);
+    return flag;
+}
+
+int rb_tx_commit_check(rb_pipe_t * p, size_t len)
+{
+    return rb_tx_commit_as(p, len, RB_TX_STAGE);
+}
+
 /* rb_tx_window when the window looks full: retire the credited writes.
  * The credit word is read relaxed: the window only bounds the peer's
  * queue, it orders no data. */
@@ -129,7 +147,7 @@ static int rb_tx_flush(rb_pipe_t * p)
         return RDMA_OK;
     p->tx.wr_frames = 0;
     p->tx.wr_target = rb_sched_next(p->tx.wr_target, c->sched_q, c->sched_max);
-    return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, frames, NULL);
+    return rb_tx_write(p, p->tx.wr_off, p->tx.wr_len, p->tx.wr_landed, NULL);
 }
 
 /* Complete the frame whose payload is in place and add it to the pending
@@ -143,9 +161,12 @@ int rb_tx_send(rb_pipe_t * p, int type, size_t len)
     /* a group is contiguous in the ring: it ends where the ring wraps */
     if (off == 0 && (rc = rb_tx_flush(p)) != RDMA_OK)
         return rc;
-    rb_tx_frame(p, type, len);
-    if (!p->tx.wr_frames++)
+    rb_tx_frame(p, type, len, RB_TX_STAGE);
+    if (!p->tx.wr_frames++) {
         p->tx.wr_off = off;
+        p->tx.wr_landed = 0;
+    }
+    p->tx.wr_landed += !rb_tx_verified(p, len, 0);
     p->tx.wr_len = off + p->ovh + rb_pad8(len) - p->tx.wr_off;
     return (double) p->tx.wr_len >= p->tx.wr_target ? rb_tx_flush(p) : RDMA_OK;
 }
@@ -282,11 +303,11 @@ static int rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t tota
             u.seg[u.n].addr = (const char *) e->iov_base + (done + h - hlen);
             u.seg[u.n++].len = len - h;
         }
-        end = rb_tx_frame(p, RB_FRAME_DATA, len) + p->ovh + rb_pad8(len);
+        end = rb_tx_frame(p, RB_FRAME_DATA, len, RB_TX_USER) + p->ovh + rb_pad8(len);
         done += len;
     }
     rc = rb_tx_write(p, off, end - off, frames, &u);
-    for (j = 0; p->tail_flag && j < u.n; j++)   /* the mirror, while the NIC sends */
+    for (j = 0; p->tail_kind == RB_TAIL_FLAG && j < u.n; j++)  /* the mirror, while the NIC sends */
         memcpy(p->tx.stage + u.seg[j].at, u.seg[j].addr, u.seg[j].len);
     p->tx.wr_target = (double) p->tx.cfg.sched_c0; /* the message is complete */
     *nbytes = rc == RDMA_OK ? total : 0;

@@ -25,7 +25,7 @@
  *                         | (uint64)type << 56
  *   +16  payload[len], zero padded to 8 bytes
  *   +16+pad8(len)  uint64 tail flag == flag, only where nothing else
- *                  publishes the frame (rb_pipe_t.tail_flag)
+ *                  publishes the frame (rb_pipe_t.tail_kind)
  *
  * seq starts at 1 and skips 0, so a flag word that has landed only in part
  * (its unwritten bytes still 0) never carries the expected seq.  A CTRL
@@ -48,11 +48,28 @@
  *    plus an acquire barrier after the tail flag; otherwise the pipe runs
  *    completion-driven (cfg.completion_driven): the transport calls
  *    rb_pipe_landed() per frame on its write-with-immediate completion,
- *    which makes the whole write visible, so frames carry no tail flag.
+ *    which makes the whole write visible, so frames carry no tail flag --
+ *    unless small frames verify themselves (cfg.verify, below).
  *  - shm: the stage IS the peer's ring; the pipe writes the payload, then
  *    stores the flag with release semantics (rb_pipe does this itself), and
  *    the receiver's acquire load of the flag orders its payload reads
  *    (cfg.flag_publishes: the tail flag is neither written nor checked).
+ *
+ * Self-verifying frames (cfg.verify, completion-driven pipes): a frame of
+ * at most RB_VERIFY_MAX bytes (overhead included) whose payload is in the
+ * stage goes out as a plain write, with no completion at the receiver; its
+ * flag's alt is RB_ALT_VERIFIED and its tail word is rb_check() over its
+ * position, flag, info and payload.  Every other frame keeps its write with
+ * immediate (alt 1) and its tail word is rb_check() over position, flag and
+ * info only.  The receiver trusts a frame only when the tail word matches
+ * what it read: a verified frame is then complete, whatever order its
+ * bytes landed in (a torn read fails the check; rb_check says how
+ * surely); an authentic alt-1 header is complete once rb_pipe_landed
+ * counted a frame the receiver has not consumed -- completions come in
+ * write order and every earlier alt-1 frame is consumed, so that count is
+ * this frame's.  Nothing relies on placement order, within one write or
+ * between writes.  A verified frame counts as landed once, when it
+ * verifies.
  *
  * Credits (tail updates): every frame carries the sender's current receive
  * tail (piggyback).  When unreported consumption reaches credit_threshold the
@@ -137,6 +154,8 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
 #define RB_LEN_MAX ((1u << 30) - 1)
 #define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
+#define RB_VERIFY_MAX 256       /* cfg.verify: frame bytes checked whole, at most */
+#define RB_ALT_VERIFIED 2       /* cfg.verify: a flag's alt for such a frame */
 #define RB_STALE_BITS 16384     /* chunks a lazily cleared ring may have */
 #define RB_CLEAR_ALL 256        /* lazy: frames up to this many chunks are
                                  * cleared whole at release: every default
@@ -197,6 +216,10 @@ typedef struct rb_config {
     /* 0: no bound; else 2..RB_WRITES_MAX writes in flight (rb_pipe.h,
      * "Write window"); the same at both ends */
     unsigned max_writes;
+    /* 1: small frames verify themselves (rb_pipe.h, "Self-verifying
+     * frames"); completion-driven piggyback pipes only, the same at both
+     * ends */
+    int verify;
 } rb_config_t;
 
 /* The parts of a write that come from the user's memory, not the stage
@@ -215,9 +238,10 @@ typedef struct rb_user {
 
 typedef struct rb_xport_ops {
     /* Make stage[off, off+len) visible in the peer's ring at the same offset
-     * with one write: `frames` consecutive frames (data only, in basic
-     * mode).  Asynchronous is fine; completion-driven receivers learn the
-     * frame count (rb_pipe_landed). */
+     * with one write of consecutive frames, `frames` of which the receiver
+     * learns of by completion (rb_pipe_landed; all of them but
+     * self-verifying ones, data only in basic mode): 0 on a completion-
+     * driven pipe means a plain write.  Asynchronous is fine. */
     rdma_status_t (*write)(void *ctx, size_t off, size_t len, unsigned frames);
     /* Store this side's receive tail into the peer's tail word. */
     rdma_status_t (*credit)(void *ctx, uint64_t tail);
@@ -268,6 +292,9 @@ typedef struct rb_frame {
     uint64_t span;              /* ring bytes the frame covers; 0: none */
 } rb_frame_t;
 
+/* rb_pipe_t.tail_kind */
+enum { RB_TAIL_NONE = 0, RB_TAIL_FLAG = 1, RB_TAIL_CHECK = 2 };
+
 /* rb_pipe_t.express: how a frame without a tail flag is known complete. */
 enum { RB_EXPRESS_FLAG = 1, RB_EXPRESS_LANDED = 2 };
 
@@ -275,11 +302,13 @@ typedef struct rb_pipe {
     rb_config_t cfg;            /* as configured (checked against ring_max) */
     const rb_xport_ops_t *ops;
     void *ctx;
-    /* From cfg at init: a tail flag is written and checked unless the head
-     * flag's store (flag_publishes) or the transport's completion
-     * (completion_driven) tells the receiver the frame is complete; ovh is
-     * a frame's bytes besides its padded payload (16, or 24 with it). */
-    int tail_flag;
+    /* From cfg at init, what a frame's tail word is: RB_TAIL_FLAG, a copy of
+     * its flag, unless the head flag's store (flag_publishes) or the
+     * transport's completion (completion_driven) tells the receiver the
+     * frame is complete (RB_TAIL_NONE: no tail word), or RB_TAIL_CHECK on a
+     * verifying pipe (cfg.verify); ovh is a frame's bytes besides its
+     * padded payload (16, or 24 with a tail word). */
+    int tail_kind;
     unsigned ovh;
     /* From cfg at init: credits are piggybacked and no tail flag completes
      * a frame, so the common one is parsed the express way (rb_frame.h):
@@ -300,6 +329,8 @@ typedef struct rb_pipe {
      * fetch back.  The sender zeroes such a word before a frame can start
      * there (rb_tx_stale, stale[]). */
     int lazy;
+    int stale_any;              /* stale[] may have a bit set (the sweep
+                                 * clears it, rb_tx_stale) */
     struct {
         rb_config_t cfg;        /* fitted to the peer's ring (rb_config_fit) */
         uint8_t *stage;
@@ -312,7 +343,7 @@ typedef struct rb_pipe {
         uint32_t seq;
         int quiet;              /* the last message found the ring empty */
         size_t wr_off, wr_len;  /* frames built, not yet written */
-        unsigned wr_frames;
+        unsigned wr_frames, wr_landed;  /* of them, those not self-verifying */
         double wr_target;       /* bytes that close the current group (rb_sched_chunk) */
         uint64_t ask;           /* RB_INFO_GROW on the next frame, or 0 */
         uint64_t wrap;          /* RB_INFO_WRAP on the next frame, or 0 */
@@ -332,7 +363,8 @@ typedef struct rb_pipe {
         uint64_t tail_sent;     /* last tail published to the peer */
         size_t off;             /* payload bytes of current frame consumed */
         uint32_t seq;
-        uint64_t landed, consumed;      /* frames (landed: completion-driven) */
+        uint64_t landed, consumed;      /* frames (landed: completion-driven;
+                                         * a verified one when it verifies) */
         uint64_t consumed_sent; /* consumed when tail_sent was published */
         int at_ctrl;            /* the last getv stopped at a CTRL frame */
         rb_frame_t seen;        /* what rb_pipe_peek parsed at tail, until
@@ -353,8 +385,10 @@ typedef struct rb_pipe {
     /* lazy, sender's: bit i set while chunk i's first word may hold an
      * older frame's payload (rb_tx_stale). */
     uint64_t stale[RB_STALE_BITS / 64];
-    int stale_any;              /* stale[] may have a bit set (the sweep
-                                 * clears it, rb_tx_stale) */
+    /* Verifying pipe, receiver's: rx.tail + 1 of the frame that verified
+     * last (counted in rx.landed), or 0.  Here, and stale_any by lazy (in
+     * a hole), so that no field the shared-memory paths touch moved. */
+    uint64_t rx_verified;
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */
@@ -434,14 +468,20 @@ rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n);
 /* For the idle poll: 0 if nothing can have arrived since the last getv
  * (chunk-start word still 0, no landed completion, head word unmoved); 1
  * if a frame may be there (rb_pipe_getv/peek then decide, with acquire). */
-static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
+static inline int rb_pipe_rx_head(const rb_pipe_t * p)
 {
-    if (p->rx.cfg.completion_driven)
-        return p->rx.landed != p->rx.consumed;
-    if (p->rx.cfg.mode == RB_MODE_BASIC)
-        return *p->rx.head_word != p->rx.tail;
     return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->rx.cfg.ring_size - 1)))
         != 0;
+}
+
+static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
+{
+    if (p->rx.cfg.completion_driven)    /* a verified frame comes without one */
+        return p->rx.landed != p->rx.consumed
+            || (p->tail_kind == RB_TAIL_CHECK && rb_pipe_rx_head(p));
+    if (p->rx.cfg.mode == RB_MODE_BASIC)
+        return *p->rx.head_word != p->rx.tail;
+    return rb_pipe_rx_head(p);
 }
 
 /* 1 if the last getv stopped at a CTRL frame (the caller's to peek). */
@@ -525,7 +565,7 @@ static inline int rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
 {
     int type, rc;
 
-    if (p->express == RB_EXPRESS_FLAG && (rc = rb_rx_parse_express(p, buf, len)) >= 0)
+    if (p->express == RB_EXPRESS_FLAG && (rc = rb_rx_parse_express(p, buf, len, 0)) >= 0)
         return rc;
     if (!rb_pipe_rx_maybe(p))
         return 0;

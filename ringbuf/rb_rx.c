@@ -27,6 +27,34 @@ int rb_rx_credit(rb_pipe_t * p)
     return RDMA_OK;
 }
 
+/* Verifying pipe: the frame at rx.tail (fr, ring offset off), its flag
+ * read with the expected seq, is complete: its tail word matches rb_check
+ * of what we read, and one not verified itself has landed (rb_pipe.h,
+ * "Self-verifying frames").  0: not yet -- also for a flag that no sender
+ * writes, which may be one landing byte-wise in any order.  The check read
+ * every word it vouches for, so later reads of them need no barrier:
+ * coherence gives the same values (or a retransmission's, which are
+ * equal). */
+int rb_rx_verified(rb_pipe_t * p, volatile const uint8_t * fr, uint64_t flag, size_t off,
+                   size_t len)
+{
+    volatile const uint64_t *w = (volatile const uint64_t *) (fr + RB_HDR);
+    size_t n = rb_pad8(len) / 8;
+    int v = (flag & 3) == RB_ALT_VERIFIED;
+
+    if (v && p->rx_verified == p->rx.tail + 1)
+        return 1;               /* verified before, still at the tail */
+    if (rb_rx_flag_bad(p, flag, off, len) || (v && p->ovh + 8 * n > RB_VERIFY_MAX)
+        || (!v && p->rx.landed == p->rx.consumed)
+        || w[n] != rb_check(p->rx.tail, flag, w[-1], w, v ? n : 0))
+        return 0;
+    if (v) {                    /* it landed: counted once, as a completion would be */
+        p->rx_verified = p->rx.tail + 1;
+        p->rx.landed++;
+    }
+    return 1;
+}
+
 /* A small frame's other cache lines, fetched at once rather than one
  * miss after another as the copy reaches them (larger frames stream). */
 static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
@@ -47,7 +75,7 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     uint64_t flag, info;
     size_t len;
 
-    if (p->rx.cfg.completion_driven) {
+    if (p->rx.cfg.completion_driven && p->tail_kind != RB_TAIL_CHECK) {
         if (p->rx.landed == p->rx.consumed)
             return 0;
         known = 1;
@@ -64,18 +92,21 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
     if (flag == 0 || (uint32_t) (flag >> 32) != p->rx.seq)
         return known ? RDMA_ERR_PROTO : 0;
     len = rb_flag_len(flag);
+    if (p->tail_kind == RB_TAIL_CHECK && !rb_rx_verified(p, fr, flag, off, len))
+        return 0;
     /* rx.off > len: the peer rewrote a frame we had partly read (callers
      * compute len - rx.off) */
     if (rb_rx_flag_bad(p, flag, off, len) || p->rx.off > len)
         return RDMA_ERR_PROTO;
-    if (p->tail_flag
+    if (p->tail_kind == RB_TAIL_FLAG
         && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
         != flag)
         return known ? RDMA_ERR_PROTO : 0;
     /* complete: no payload or info read may move before the flag reads (a
      * ring the CPU writes, flag_publishes, needs only the acquire above; a
-     * landed completion made the write visible before it was reported) */
-    if (p->tail_flag)
+     * landed completion made the write visible before it was reported; a
+     * check read every word it vouches for, rb_rx_verified) */
+    if (p->tail_kind == RB_TAIL_FLAG)
         RB_RX_BARRIER();
     if (!p->rx.off)
         rb_rx_prefetch(fr, len);
@@ -173,7 +204,7 @@ RDMA_HOT rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, 
     if (!p || !type || !buf || !len)
         return RDMA_ERR_INVAL;
     if (p->express == RB_EXPRESS_LANDED && rb_pipe_rx_maybe(p)
-        && rb_rx_parse_express(p, buf, len) == 1) {
+        && rb_rx_parse_express(p, buf, len, 1) == 1) {
         *type = RB_FRAME_DATA;
         return 1;
     }

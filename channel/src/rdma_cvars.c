@@ -168,8 +168,8 @@ cvars:
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
-        Detect arrivals from RDMA-write-with-immediate completions even when
-        the device guarantees in-order placement (which allows flag polling).
+        Detect every arrival from an RDMA-write-with-immediate completion:
+        no flag polling, no self-verifying small frames.
 
     - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
       category    : CH3_RDMA
@@ -367,7 +367,7 @@ cvars:
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Print one line to stderr per connection when it is established:
-        transport, arrival detection (flag polling or write-with-immediate)
+        transport, arrival detection (flag-poll, verified or write-imm)
         and the device limits in use; at finalize, per connection, how many
         large message parts went zero-copy or through the ring, by size, and
         the registration-cache statistics.

@@ -223,7 +223,7 @@ typedef struct rdma_verbs_conn {
     uint32_t ring_rkey0;        /* [fixed] */
     rdma_verbs_msg_t remote;    /* [adopt] the peer's REQ or REP */
     enum ibv_mtu mtu;           /* [adopt] min(ours, the peer's) */
-    int completion, in_order_local, max_rd_atomic;      /* [adopt] */
+    int completion, verify, in_order_local, max_rd_atomic;      /* [adopt] */
     uint32_t max_inline;        /* [fixed] */
     uint32_t max_send_sge;      /* [fixed] RDMA_VERBS_USER_SGE: eager sends
                                  * gather (write_user); 1: they copy */

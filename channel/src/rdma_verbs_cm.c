@@ -22,7 +22,9 @@
  * if needed, goes RTR+RTS and answers REP.  The initiator goes RTR+RTS on
  * REP, sends RTU and is READY; the responder is READY on RTU or,
  * completion-driven, on the first receive completion of the connection
- * (the RTU is late or lost and the initiator already writes).  Both use the
+ * (the RTU is late or lost and the initiator already writes; a
+ * self-verifying frame raises none, and REP's retransmission brings the
+ * RTU again, as with flag polling).  Both use the
  * smaller of the two port MTUs.  READY (or DEAD) connections go on
  * xp->adopt; main binds and reports them (rdma_verbs_adopt).
  *   Simultaneous connects: both sides sent REQ with their existing QP.  The
@@ -59,7 +61,8 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->magic = RDMA_VERBS_MAGIC;
     m->auth = vc->peer_auth;
     m->type = (uint8_t) type;
-    m->in_order = (uint8_t) vc->in_order_local;
+    /* bit 0: our QP places writes in order; bit 1: we may verify frames */
+    m->in_order = (uint8_t) (vc->in_order_local | !xp->prm.force_completion << 1);
     m->rd_atomic = (uint8_t) vc->max_rd_atomic;
     m->basic = (uint8_t) xp->prm.head_writes;
     m->src = xp->prm.rank;
@@ -242,7 +245,10 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
                              (unsigned long long) m->chunk_size);
         return RDMA_ERR_PEER;
     }
-    vc->completion = m->basic || !(vc->in_order_local && m->in_order);
+    vc->completion = m->basic || !(vc->in_order_local && (m->in_order & 1));
+    /* both ends compute the same: neither forced write with immediate */
+    vc->verify = vc->completion && !m->basic && !xp->prm.force_completion
+        && (m->in_order & 2);
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
     vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);

@@ -14,7 +14,16 @@
  * a posted receive, and the CQE of that receive (data visible by definition)
  * is reported with ev.landed().  Credit and head writes are WITH_IMM too in that
  * mode so that their words are visible at their CQE (and pre-posted receives
- * are replenished).  The query describes ordering within ONE write only:
+ * are replenished).  Unless either side set force_completion (vc->verify,
+ * bit 1 of the CM message's in_order), small frames then verify
+ * themselves: a frame of at most RB_VERIFY_MAX bytes goes as a plain
+ * RDMA_WRITE, and the pipe takes it once its tail word matches a 64-bit
+ * check over its position and bytes (rb_pipe.h, "Self-verifying frames"):
+ * a torn frame reads as not yet arrived, whatever order the responder
+ * placed its bytes in, so this assumes no ordering at all; it saves the
+ * receive, its CQE and the repost per small message.  Since those frames
+ * raise no CQE, a verifying transport never sleeps on CQ events
+ * (flag_polled).  The query describes ordering within ONE write only:
  * nothing here relies on ordering between separate WQEs.  Hence basic mode
  * (the receiver trusts a head word written by a LATER WQE than the data) is
  * always completion-driven here.
@@ -152,9 +161,10 @@ rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t l
     return rdma_verbs_post_sg(vc, &sge, 1, raddr, rkey, imm, flags);
 }
 
+/* frames 0: self-verifying frames only (rb_pipe.h), a plain write */
 static int rdma_verbs_frame_imm(const rdma_verbs_conn_t * vc, unsigned frames)
 {
-    return vc->completion ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0;
+    return vc->completion && frames ? RDMA_VERBS_IMM_FRAME | (int) frames << 2 : 0;
 }
 
 /* A frame write's flags: once the close handshake began, signalled and
@@ -393,7 +403,7 @@ static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
     rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
-        vc->completion, rdma_verbs_window(vc)
+        vc->completion, rdma_verbs_window(vc), vc->verify
     };
     rdma_conn_t *c = vc->c;
 
@@ -412,7 +422,7 @@ static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
         return;
     }
     vc->adopted = 1;
-    xp->flag_polled |= !vc->completion;     /* sticky: see rdma_verbs_wait_arm */
+    xp->flag_polled |= !vc->completion || vc->verify;       /* sticky: see rdma_verbs_wait_arm */
     if (vc->early)
         xp->prm.ev.landed(c, vc->early);
     c->state = RDMA_CONN_READY;
@@ -496,8 +506,8 @@ RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
  * the waiter; the channel thread writes wake_fd when it has a connection
  * for main to adopt.  Arm, then the owner polls once more (a CQE that came
  * before the arm is found by that poll, one after it raises the event).
- * Flag-polled arrivals raise nothing: once a connection polls memory,
- * wait_arm declines and the owner sleeps in short steps. */
+ * Flag-polled and self-verifying arrivals raise nothing: once a connection
+ * polls memory, wait_arm declines and the owner sleeps in short steps. */
 int rdma_verbs_wait_arm(rdma_xport_t * xp)
 {
     return !xp->flag_polled && ibv_req_notify_cq(xp->cq, 0) == 0;

@@ -118,6 +118,8 @@ typedef struct rdma_conn_mem {
     volatile uint64_t *head_word;       /* the peer's head (head_writes) */
     int completion_driven;      /* arrivals come as ev.landed(), not flags */
     unsigned max_writes;        /* the pipe's write window (rb_config_t); 0: none */
+    int verify;                 /* completion-driven, small frames verify
+                                 * themselves (rb_config_t.verify) */
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),

@@ -165,13 +165,14 @@ static const char *rdma_verbs_error(const rdma_xport_t * xp)
     return xp->err;
 }
 
-/* "flag-poll" or "write-imm" once READY; "unknown" before */
+/* "flag-poll", "verified" (write-imm but small frames, rb_pipe.h) or
+ * "write-imm" once READY; "unknown" before */
 static const char *rdma_verbs_mode(const rdma_conn_t * c)
 {
     const rdma_verbs_conn_t *vc = c->priv;
     if (!vc || vc->cm != RDMA_VERBS_CM_READY)
         return "unknown";
-    return vc->completion ? "write-imm" : "flag-poll";
+    return !vc->completion ? "flag-poll" : vc->verify ? "verified" : "write-imm";
 }
 
 /* One line: mode, in-order answers, inline granted, max_rd_atomic, MTU. */
@@ -183,7 +184,7 @@ static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
     return snprintf(buf, len, "verbs mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
                     "sq=%u/%u signalled=%u rq=%u window=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
                     "fork=%s",
-                    rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order,
+                    rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order & 1,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->mtu, vc->sq_free,
                     vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, rdma_verbs_window(vc),

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 38
+plan 39
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -31,7 +31,7 @@ ptracer_checks() {
     echo "$old" >$y
 }
 V=MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs
-expect_output 0 '^1\.\.6' "verbs forced, 2 ranks, flag polling or write-imm (auto)" -- \
+expect_output 0 '^1\.\.6' "verbs forced, 2 ranks, arrival mode auto" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
 rnr=/sys/class/infiniband/rxe0/ports/1/hw_counters/send_rnr_err
 rnr0=$(cat $rnr 2>/dev/null)
@@ -47,15 +47,29 @@ else
 fi
 expect_output 0 '^1\.\.6' "verbs forced, basic pipe mode" -- \
     env $V MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
+# mode_run MODE [VAR=VALUE...] PROG ARGS (2 ranks, verbose): r, the exit
+# status; modes, how many of the 2 connections run MODE
+mode_run() {
+    local m=$1
+    shift
+    out=$(env $V MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 300 env "$@" 2>&1)
+    r=$?
+    modes=$(grep -c "rank [01] -> [01]: verbs mode=$m " <<< "$out")
+}
+# rxe does not report in-order placement: the auto mode verifies small
+# frames and writes the rest with immediate (rb_pipe.h, "Self-verifying
+# frames"); random sizes mix both kinds in one stream
+mode_run verified "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 20 --max 1048576
+[[ $r -eq 0 && $modes -eq 2 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
+r=$?
+ok $r "verbs forced, auto mode self-verifying on both connections: randomized stress, 20 s, sizes 0..1 MiB, 0 mismatches"
+[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
 # Flag polling (the pipe polls ring memory for the tail flag; what
-# vm-lat's "flag" rows measure): rxe does not report in-order placement, so
-# the auto runs above use write with immediate; forced here with the test
-# hook, on the same data checks
+# vm-lat's "flag" rows measure), forced here with the test hook, on the
+# same data checks
 F=CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1
 flag_run() {
-    out=$(env $V $F MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 300 "$P/bin/mpiexec" -n 2 "$@" 2>&1)
-    r=$?
-    modes=$(grep -c 'rank [01] -> [01]: verbs mode=flag-poll ' <<< "$out")
+    mode_run flag-poll $F "$P/bin/mpiexec" -n 2 "$@"
 }
 flag_run "$W/mpi_check" 262144
 [[ $r -eq 0 && $modes -eq 2 ]] && grep -q '^1\.\.6' <<< "$out" && ! grep -q '^not ok' <<< "$out"

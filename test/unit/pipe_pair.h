@@ -15,7 +15,11 @@
  * grow_refuse makes ring_new (1) or stage_new (2) fail.  A pipe whose
  * frames the flag publishes (cfg.flag_publishes) and whose ring does not
  * grow runs as over shm: each stage IS the peer's ring (alias), written in
- * place, and ops->write copies nothing.  Plus
+ * place, and ops->write copies nothing.  scramble: deferred writes land
+ * in no address order (byte i of a write at offset i * 9973 mod its length,
+ * from a copy taken as its first byte lands) and the next write lands
+ * alongside the first, while completions (landed) still come in write
+ * order, as on an RC queue pair that promises no placement order.  Plus
  * deterministic data: rnd(), rnd_in(), pat().
  */
 #ifndef PIPE_PAIR_H_INCLUDED
@@ -35,9 +39,10 @@ struct side {
     int alias;                  /* stage == peer->ring */
     uint64_t tail_word, head_word;      /* stored by the peer's credit/head */
     side_t *peer;
-    int defer;
+    int defer, scramble;
     struct {
         uint8_t *dst, *src;     /* the peer's ring and our stage at the write */
+        uint8_t *snap;          /* scramble: its bytes, once the first landed */
         size_t off, len;
         unsigned frames;
         rb_user_t u;            /* write_user: the user parts (u.n 0: none) */
@@ -46,8 +51,9 @@ struct side {
     uint64_t wend[QMAX];        /* its end position (tx.head: frames come first) */
     unsigned long wout, most;   /* first write not yet credited; most in flight */
     unsigned qh, qt;
-    size_t qdone;               /* bytes of q[qh] landed */
+    size_t qdone, qdone2;       /* bytes of q[qh] (and, scramble, q[qh+1]) landed */
     unsigned long writes, wframes, credits, heads, landed, user_writes;
+    unsigned long plain;        /* writes reporting no frame (frames 0) */
     size_t max_end;             /* highest ring byte written + 1 */
     int grow_refuse;
     unsigned long ring_news, ring_drops, moves, told;
@@ -78,6 +84,7 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
     s->q[s->qt % QMAX].u.n = 0;
     s->wlen[s->writes++ % QMAX] = len;
     s->wframes += frames;
+    s->plain += !frames;
     if (off + len > s->max_end)
         s->max_end = off + len;
     if (!s->defer) {
@@ -89,6 +96,7 @@ static inline int t_write(void *ctx, size_t off, size_t len, unsigned frames)
         return -1;
     s->q[s->qt % QMAX].dst = s->peer->ring;
     s->q[s->qt % QMAX].src = s->stage;
+    s->q[s->qt % QMAX].snap = NULL;
     s->q[s->qt % QMAX].off = off;
     s->q[s->qt % QMAX].frames = frames;
     s->q[s->qt++ % QMAX].len = len;
@@ -201,18 +209,39 @@ static const rb_xport_ops_t t_grow_ops = { t_write, t_credit, t_head, t_write_us
     t_ring_new, t_ring_drop, t_stage_new, t_ring_move
 };
 
-/* Land one deferred byte; 0 when nothing is pending. */
+/* Byte i of deferred write k lands: at offset i, or (scramble) at a
+ * scattered offset, from the copy taken as its first byte lands (the
+ * sender reuses stage bytes once the receiver took the frame). */
+static inline void t_land_at(side_t * s, unsigned k, size_t i)
+{
+    __typeof__(s->q[0]) *e = &s->q[k % QMAX];
+    size_t j;
+
+    if (!s->scramble) {
+        e->dst[e->off + i] = t_src_byte(e->src, &e->u, e->off + i);
+        return;
+    }
+    if (!e->snap && (e->snap = malloc(e->len)) != NULL)
+        for (j = 0; j < e->len; j++)
+            e->snap[j] = t_src_byte(e->src, &e->u, e->off + j);
+    j = (size_t) ((uint64_t) i * 9973 % e->len);
+    e->dst[e->off + j] = e->snap ? e->snap[j] : t_src_byte(e->src, &e->u, e->off + j);
+}
+
+/* Land one deferred byte (scramble: also one of the next write); a write
+ * whose bytes all landed completes, in write order.  0 when nothing is
+ * pending. */
 static inline int t_land_byte(side_t * s)
 {
-    size_t at;
-    const rb_user_t *u = &s->q[s->qh % QMAX].u;
-
     if (s->qh == s->qt)
         return 0;
-    at = s->q[s->qh % QMAX].off + s->qdone;
-    s->q[s->qh % QMAX].dst[at] = t_src_byte(s->q[s->qh % QMAX].src, u, at);
-    if (++s->qdone == s->q[s->qh % QMAX].len) {
-        s->qdone = 0;
+    t_land_at(s, s->qh, s->qdone++);
+    if (s->scramble && s->qt - s->qh > 1 && s->qdone2 < s->q[(s->qh + 1) % QMAX].len)
+        t_land_at(s, s->qh + 1, s->qdone2++);
+    while (s->qh != s->qt && s->qdone == s->q[s->qh % QMAX].len) {
+        free(s->q[s->qh % QMAX].snap);
+        s->qdone = s->qdone2;
+        s->qdone2 = 0;
         s->landed += s->q[s->qh++ % QMAX].frames;
     }
     return 1;

@@ -189,29 +189,32 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 1},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, RB_WRITES_MAX + 1},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, RB_WRITES_MAX + 1, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {4096, 64, 1024, 1024, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1},
+        {4096, 64, 1024, 1024, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
         "max_frame", "max_frame", "credit_threshold", "credit_threshold", "mode",
         "completion_driven", "hot_window", "hot_window", "flag_publishes", "max_writes",
-        "max_writes",
+        "max_writes", "verify", "verify", "verify",
     };
     rb_config_t good = t_cfg(4096, 64, 1024, 3072, RB_MODE_BASIC);
     const char *what = "unset";
@@ -1283,7 +1286,8 @@ static int grow_pair_init(rb_mode_t mode, int completion, int defer, unsigned ma
 }
 
 /* land 0: writes land at once; 1: (deferred) a few hundred bytes land in
- * address order; completion-driven receivers are told what landed. */
+ * address order, or a few dozen scattered (scramble: more polls see a
+ * write half landed); completion-driven receivers are told what landed. */
 static void flows_land(side_t * s, int land)
 {
     unsigned long done;
@@ -1291,7 +1295,7 @@ static void flows_land(side_t * s, int land)
 
     if (land < 0)
         return;
-    for (k = 0; land && k < 700; k++)
+    for (k = 0; land && k < (s->scramble ? 24 : 700); k++)
         t_land_byte(s);
     done = land ? s->landed : s->wframes;
     if (s->peer->p.cfg.completion_driven)
@@ -1350,6 +1354,93 @@ static void t_window_flows(rb_mode_t mode, int completion, int defer, const char
     ok(A.most <= 2 && B.most <= 2 && A.p.stats.window_stalls + B.p.stats.window_stalls > 0,
        "window 2, %s: at most 2 in flight (%lu, %lu), %llu stalls", name, A.most, B.most,
        (unsigned long long) (A.p.stats.window_stalls + B.p.stats.window_stalls));
+}
+
+/* ---- self-verifying frames (rb_config_t.verify) ---- */
+
+/* A 100-byte message whose write lands byte by byte in scattered order:
+ * polled after every byte, the receiver takes the frame exactly when its
+ * ring bytes equal the sent ones, never torn, never later.  verify 0 is
+ * flag polling, which this landing defeats (so the fake does tear). */
+static int torn_taken(int verify, int *late)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t m[100];
+    const void *v;
+    size_t len, k, bytes = RB_FRAME_OVERHEAD + sizeof(m);
+    int torn = 0, rc = 0, whole;
+
+    for (k = 0; k < sizeof(m); k++)
+        m[k] = (uint8_t) (k + 1);
+    c.completion_driven = c.verify = verify;
+    pair_init(&c);
+    A.defer = A.scramble = 1;
+    put1(&A, m, sizeof(m));
+    *late = 0;
+    while (rc != 1 && t_land_byte(&A)) {
+        whole = !memcmp(B.ring, A.stage, bytes);
+        rc = rb_pipe_view(&B.p, &v, &len);
+        torn += rc == 1 && !whole;
+        *late += rc != 1 && whole;
+    }
+    if (rc == 1 && !torn)
+        torn = len != sizeof(m) || memcmp(v, m, len) || rb_pipe_view_done(&B.p, len);
+    return torn;
+}
+
+static void t_verify_torn(void)
+{
+    int late, torn = torn_taken(1, &late);
+
+    ok(A.plain == 1 && A.wframes == 0, "verify: a small frame is a plain write, no completion");
+    ok(!torn && !late && B.p.rx.landed == 1 && B.p.rx.consumed == 1,
+       "verify: scattered landing, taken exactly when whole (late %d, landed %llu)", late,
+       (unsigned long long) B.p.rx.landed);
+    torn = torn_taken(0, &late);
+    ok(torn > 0, "flag polling under the same landing takes a torn frame (%d polls)", torn);
+}
+
+/* Random two-way traffic on verifying pipes, writes landing deferred and
+ * (scramble) scattered, rings growing, a write window, and (sched) the
+ * superpipeline, whose groups hold large frames and small ones: every
+ * byte verifies, and both kinds of frame went out. */
+static void t_verify_flows(int scramble, int sched, const char *name)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 1);
+    flow_t f[2];
+
+    c.verify = 1;
+    c.max_writes = 8;
+    c.hot_window = 512;
+    if (sched) {
+        c.sched_c0 = 128;
+        c.sched_max = 4096;
+        c.sched_q = 1.5;
+    }
+    pair_init(&c);
+    A.defer = B.defer = 1;
+    A.scramble = B.scramble = scramble;
+    flows_init(f, 1 << 19);
+    ok(flows_drive(f, 2, 3000, 8, 1) == 0, "verify, %s: 512 KiB each way verifies", name);
+    ok(A.plain > 50 && B.plain > 50 && A.wframes > 500 && B.wframes > 500
+       && A.p.stats.grows > 0 && B.p.stats.grows > 0,
+       "verify, %s: plain writes %lu, %lu; frames by completion %lu, %lu; grows %llu, %llu",
+       name, A.plain, B.plain, A.wframes, B.wframes, (unsigned long long) A.p.stats.grows,
+       (unsigned long long) B.p.stats.grows);
+}
+
+/* The same traffic with flag polling fails under scattered landing: the
+ * flows above can fail. */
+static void t_verify_control(void)
+{
+    rb_config_t c = grow_cfg(RB_MODE_PIGGYBACK, 0);
+    flow_t f[2];
+
+    pair_init(&c);
+    A.defer = B.defer = A.scramble = B.scramble = 1;
+    flows_init(f, 1 << 19);
+    ok(flows_drive(f, 2, 3000, 8, 1) != 0,
+       "flag polling, scattered landing: the flows fail (corrupt bytes or a protocol error)");
 }
 
 static void t_grow_config(void)
@@ -1579,6 +1670,11 @@ int main(void)
     t_window_flows(RB_MODE_PIGGYBACK, 1, 1, "completion-driven, byte-wise landing");
     t_window_flows(RB_MODE_BASIC, 0, 0, "basic");
     t_window_flows(RB_MODE_PIGGYBACK, 1, 2, "superpipeline, completion-driven");
+    t_verify_torn();
+    t_verify_flows(0, 0, "byte-wise landing");
+    t_verify_flows(1, 0, "scattered landing");
+    t_verify_flows(1, 1, "scattered landing, superpipeline");
+    t_verify_control();
     if (!A.alias)
         free(A.stage);
     free(A.ring);

@@ -871,7 +871,7 @@ const conform_case_t conform_dyn_cases[] = {
     {"dyn", "4 jobs, all pairs connect at once, basic mode: streams",
      {.dynamic = 1, .nprocs = 4, .all_connect = 1, .mode = RB_MODE_BASIC}, NULL},
     {"dyn", "2 jobs, receivers sleep in wait(): no lost wakeup",
-     {.dynamic = 1, .block = 1, .pingpong = 300}, NULL},
+     {.dynamic = 1, .block = 1, .force_completion = 1, .pingpong = 300}, NULL},
     {"dyn", "2 jobs, the acceptor refuses the connector's hello: the connector is told so",
      {.dynamic = 1, .refuse_rank = 1, .late = 3}, "refused the connection"},
     {"kill", "2 jobs of one rank: the peer SIGKILLed mid-stream, the survivor's progress "
