@@ -25,7 +25,8 @@
  *                         | (uint64)type << 56
  *   +16  payload[len], zero padded to 8 bytes
  *   +16+pad8(len)  uint64 tail flag == flag, only where nothing else
- *                  publishes the frame (rb_pipe_t.tail_kind)
+ *                  publishes the frame; or, on a verifying pipe, a check
+ *                  (rb_pipe_t.tail_kind)
  *
  * seq starts at 1 and skips 0, so a flag word that has landed only in part
  * (its unwritten bytes still 0) never carries the expected seq.  A CTRL
@@ -465,15 +466,16 @@ rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * 
  * credit sent if the threshold is reached). */
 rdma_status_t rb_pipe_consume(rb_pipe_t * p, size_t n);
 
-/* For the idle poll: 0 if nothing can have arrived since the last getv
- * (chunk-start word still 0, no landed completion, head word unmoved); 1
- * if a frame may be there (rb_pipe_getv/peek then decide, with acquire). */
+/* The chunk-start word at rx.tail is not 0: a frame may be landing. */
 static inline int rb_pipe_rx_head(const rb_pipe_t * p)
 {
     return *(volatile const uint64_t *) (p->rx.ring + (p->rx.tail & (p->rx.cfg.ring_size - 1)))
         != 0;
 }
 
+/* For the idle poll: 0 if nothing can have arrived since the last getv
+ * (chunk-start word still 0, no landed completion, head word unmoved); 1
+ * if a frame may be there (rb_pipe_getv/peek then decide, with acquire). */
 static inline int rb_pipe_rx_maybe(const rb_pipe_t * p)
 {
     if (p->rx.cfg.completion_driven)    /* a verified frame comes without one */
