@@ -19,7 +19,8 @@
  *
  *   +0   uint64 flag    = (seq << 32) | (len << 2) | alt,  alt in {1,2}
  *   +8   uint64 info    = credit (receiver tail of the reverse pipe, bytes,
- *                         low 54 bits; rebuilt against tx.head)
+ *                         low 53 bits; rebuilt against tx.head)
+ *                         | RB_INFO_QUIET (bit 53: clear my flag word only)
  *                         | RB_INFO_WRAP (bit 54: the frame ends the lap)
  *                         | RB_INFO_GROW (bit 55: "grow my ring")
  *                         | (uint64)type << 56
@@ -149,7 +150,8 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 };
 
 #define RB_FRAME_OVERHEAD 24    /* flag + info + tail flag (the most) */
-#define RB_CREDIT_MASK ((UINT64_C(1) << 54) - 1)       /* info bits 0..53 */
+#define RB_CREDIT_MASK ((UINT64_C(1) << 53) - 1)       /* info bits 0..52 */
+#define RB_INFO_QUIET (UINT64_C(1) << 53)
 #define RB_INFO_WRAP (UINT64_C(1) << 54)
 #define RB_INFO_GROW (UINT64_C(1) << 55)
 #define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
@@ -164,7 +166,7 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
                                  * doubled 8-16 KiB latency (README) */
 
 typedef struct rb_config {
-    size_t ring_size;           /* bytes; power of two, <= 2^54; where the
+    size_t ring_size;           /* bytes; power of two, <= 2^51; where the
                                  * ring grows (ring_max), its first size */
     size_t chunk_size;          /* ring slot; power of two, 64..ring_size/4 */
     size_t max_frame;           /* bytes incl. overhead; multiple of chunk_size,
@@ -290,6 +292,7 @@ typedef struct rb_frame {
     uint8_t *payload;
     size_t len;
     int type;
+    int quiet;                  /* RB_INFO_QUIET: cleared at its flag only */
     uint64_t span;              /* ring bytes the frame covers; 0: none */
 } rb_frame_t;
 
@@ -328,7 +331,7 @@ typedef struct rb_pipe {
      * RB_CLEAR_ALL chunks (rb_rx_release): its other stores would leave
      * every line of a large frame modified in its cache, for the sender to
      * fetch back.  The sender zeroes such a word before a frame can start
-     * there (rb_tx_stale, stale[]). */
+     * there (rb_tx_stale, stale[]); so for a quiet frame (rb_tx_quiet). */
     int lazy;
     int stale_any;              /* stale[] may have a bit set (the sweep
                                  * clears it, rb_tx_stale) */
@@ -390,6 +393,9 @@ typedef struct rb_pipe {
      * last (counted in rx.landed), or 0.  Here, and stale_any by lazy (in
      * a hole), so that no field the shared-memory paths touch moved. */
     uint64_t rx_verified;
+    size_t quiet_stale;         /* lazy, sender's: ring offset + 1 of the word
+                                 * the last quiet frame left stale, or 0 */
+    uint64_t quiet_rx;          /* rx.consumed when our last frame went out */
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */

@@ -112,6 +112,7 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
         rb_rx_prefetch(fr, len);
     info = ((volatile uint64_t *) fr)[1];
     f->type = (int) (info >> 56);
+    f->quiet = !!(info & RB_INFO_QUIET);
     if ((f->type == RB_FRAME_PAD || f->type == RB_FRAME_SWITCH) && len)
         return RDMA_ERR_PROTO;
     if (info & RB_INFO_GROW)

@@ -530,6 +530,51 @@ static void t_lazy(void)
        "lazy clearing: 8 MiB each way, frames up to 32 KiB, tail words always 0 or a flag");
 }
 
+/* A flag-publishing pair whose small frames end laps at 1024/32 bytes. */
+static void pair_init_lap(rb_config_t * c)
+{
+    c->flag_publishes = 1;
+    c->hot_window = 1024;
+    pair_init(c);
+}
+
+/* Quiet frames (rb_tx_quiet) in a ping-pong of random sizes, 1 to 200
+ * bytes (one to four 64-byte chunks; lap ends at 1024/32): a frame of two
+ * chunks goes to an empty ring and is cleared at its flag only, and its
+ * second chunk's word must read as no frame wherever a later frame ends
+ * (tail_ok after every get). */
+static void t_quiet(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t m[200], r[256];
+    uint64_t x = 1, n = 0;
+    unsigned long quiet = 0;
+    int i, good = 1;
+
+    pair_init_lap(&c);
+    for (i = 0; i < 20000 && good; i++) {
+        side_t *s = i & 1 ? &B : &A;
+        size_t len = 1 + ((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % 200;
+        size_t j;
+
+        for (j = 0; j < len; j++)
+            m[j] = pat(i & 1, n++);
+        quiet += rb_tx_quiet(&s->p, s->p.ovh + rb_pad8(len)) != 0;
+        good = put1(s, m, len) == len && get1(s->peer, r, sizeof(r)) == len
+            && !memcmp(m, r, len) && tail_ok(s->peer);
+    }
+    ok(good && A.p.lazy && quiet > 4000,
+       "quiet frames: 20,000 random sizes ping-pong, %lu quiet, no stale word taken", quiet);
+    /* one way, each frame taken before the next goes: the ring is empty,
+     * but no frame came back, so none is quiet after the first */
+    for (i = 0, quiet = 0; i < 100 && good; i++) {
+        quiet += rb_tx_quiet(&A.p, A.p.ovh + rb_pad8(100)) != 0;
+        good = put1(&A, m, 100) == 100 && get1(&B, r, sizeof(r)) == 100 && tail_ok(&B);
+    }
+    ok(good && quiet <= 1, "quiet frames: a stream that the receiver keeps up with has none (%lu)",
+       quiet);
+}
+
 /* Lap ends (RB_INFO_WRAP) on a flag-publishing pipe, lap mark 1024/32 = 32
  * bytes, 64-byte slots: an 8-byte ping-pong takes the slots at 0 and 64
  * alone.  After a lap end the sender has the frame's offset (64 bytes) of
@@ -543,9 +588,7 @@ static void t_lap(void)
     flow_t f[2];
     int i, good = 1;
 
-    c.flag_publishes = 1;
-    c.hot_window = 1024;
-    pair_init(&c);
+    pair_init_lap(&c);
     for (i = 0; i < 198 && good; i++) {
         side_t *s = i & 1 ? &B : &A;
 
@@ -1633,6 +1676,7 @@ int main(void)
     t_stale(32752, "frames cleared lazily");
     t_sweep();
     t_lazy();
+    t_quiet();
     t_express();
     t_both_full();
     t_deferred();
