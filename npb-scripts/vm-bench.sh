@@ -59,7 +59,7 @@ report() {
     raw_typ=$(awk '$1 == 8 { print $5 }' "$OUT/ib_write_lat.txt")
     raw_lat=$(awk '$1 == 8 { print $6 }' "$OUT/ib_write_lat.txt")
     lat=$(value latency latency 8 3) v=$(value latency-inorder latency 8 3 2> /dev/null)
-    echo "8-byte latency: ib_write_lat t_avg $raw_lat us (t_typical $raw_typ us), ch3:rdma $lat us ($(ratio "$lat" "$raw_lat")x t_avg; write with immediate)"
+    echo "8-byte latency: ib_write_lat t_avg $raw_lat us (t_typical $raw_typ us), ch3:rdma $lat us ($(ratio "$lat" "$raw_lat")x t_avg; default arrival mode: verified on rxe)"
     [ -z "$v" ] || echo "8-byte latency, in-order placement assumed as ib_write_lat does: ch3:rdma $v us ($(ratio "$v" "$raw_lat")x t_avg)"
     echo "bandwidth, MB/s (ratio to ib_write_bw); bw = windowed, pp = ping-pong, 1st = first touch"
     printf '%9s %9s %9s' size raw_write raw_read
