@@ -209,7 +209,10 @@ static inline uint64_t rb_tx_quiet(const rb_pipe_t * p, uint64_t wrote)
  * (quiet_stale) is zeroed if this frame ends there (the receiver polls it
  * next; its frame was consumed, as this one lies over its first chunk).
  * The flag's release orders the zero.  A frame over it takes it over: its
- * flag, or a word the receiver clears or rb_tx_stale tracks. */
+ * flag, or a word the receiver clears or rb_tx_stale tracks.  One word,
+ * not stale[]: with quiet frames in the bitmap, every later frame took
+ * rb_tx_stale's out-of-line upkeep and sweeps (8 B 0.90 instead of 0.87
+ * of the time, streams of 128-512 B 0.82x the bandwidth, host G). */
 static inline void rb_tx_quiet_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span)
 {
     size_t w = p->quiet_stale - 1;
