@@ -456,16 +456,30 @@ static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
     return p->rx.off == f->len ? rb_rx_release(p, f) : RDMA_OK;
 }
 
-/* rb_rx_parse for express pipes (rb_pipe_t.express), the common frame
- * only: a complete DATA frame at rx.tail, nothing of it consumed, no grow
- * asked, no grow work owed.  1: *buf, *len view its payload; 0: nothing
- * has arrived; -1: anything else, for rb_rx_parse to judge.  The flag's
- * acquire load orders the info and payload reads (RB_EXPRESS_FLAG); on an
- * RB_EXPRESS_LANDED pipe (landed 1, else 0) the caller has seen the frame
- * land (its completion made the write visible) or, verifying, may have
+/* Acquire barrier between "frame complete" and the payload reads.  A NIC
+ * may have written the ring, so use rdma-core's udma_from_device_barrier
+ * where the C11 fence is not enough for device writes. */
+#if defined(__x86_64__)
+#define RB_RX_BARRIER() __asm__ volatile("lfence" ::: "memory")
+#elif defined(__aarch64__)
+#define RB_RX_BARRIER() __asm__ volatile("dmb oshld" ::: "memory")
+#else
+#define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#endif
+
+/* rb_rx_parse for express pipes (rb_pipe_t.express, passed as kind), the
+ * common frame only: a complete DATA frame at rx.tail, nothing of it
+ * consumed, no grow asked, no grow work owed.  1: *buf, *len view its
+ * payload; 0: nothing has arrived; -1: anything else, for rb_rx_parse to
+ * judge.  The flag's acquire load orders the info and payload reads
+ * (RB_EXPRESS_FLAG); an RB_EXPRESS_TAIL frame is complete once its tail
+ * flag equals its head flag (a valid one: the length locates the tail),
+ * and the barrier after that read orders the rest (as in rb_rx_parse); on
+ * an RB_EXPRESS_LANDED pipe the caller has seen the frame land (its
+ * completion made the write visible) or, verifying, may have
  * (rb_rx_verified decides), and takes only 1. */
-static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len,
-                                      int landed)
+static inline __attribute__ ((always_inline))
+int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len, int kind)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail), n;
     volatile uint8_t *fr = p->rx.ring + off;
@@ -477,10 +491,19 @@ static inline int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *l
     if (flag == 0)
         return 0;
     n = rb_flag_len(flag);
+    if (kind == RB_EXPRESS_TAIL) {
+        if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n))
+            return -1;
+        if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(n)), __ATOMIC_ACQUIRE)
+            != flag)
+            return 0;
+        RB_RX_BARRIER();
+    }
     info = ((volatile uint64_t *) fr)[1];
     /* type DATA (0) and no RB_INFO_GROW: bits 55..63 clear */
     if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n) || info >> 55
-        || (landed && p->tail_kind == RB_TAIL_CHECK && !rb_rx_verified(p, fr, flag, off, n)))
+        || (kind == RB_EXPRESS_LANDED && p->tail_kind == RB_TAIL_CHECK
+            && !rb_rx_verified(p, fr, flag, off, n)))
         return -1;
     rb_rx_credit_in(p, info);
     *buf = (const void *) (fr + RB_HDR);

@@ -40,7 +40,7 @@ rdma_status_t rb_pipe_init(rb_pipe_t * p, const rb_config_t * cfg, const rb_xpor
         : !cfg->flag_publishes && !cfg->completion_driven ? RB_TAIL_FLAG : RB_TAIL_NONE;
     p->ovh = p->tail_kind ? RB_FRAME_OVERHEAD : RB_HDR;
     p->express = basic ? 0 : cfg->completion_driven ? RB_EXPRESS_LANDED
-        : cfg->flag_publishes ? RB_EXPRESS_FLAG : 0;
+        : cfg->flag_publishes ? RB_EXPRESS_FLAG : RB_EXPRESS_TAIL;
     p->lazy = cfg->flag_publishes && cfg->ring_max <= cfg->ring_size
         && cfg->ring_size / cfg->chunk_size <= RB_STALE_BITS;
     return RDMA_OK;

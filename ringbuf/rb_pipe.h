@@ -299,8 +299,8 @@ typedef struct rb_frame {
 /* rb_pipe_t.tail_kind */
 enum { RB_TAIL_NONE = 0, RB_TAIL_FLAG = 1, RB_TAIL_CHECK = 2 };
 
-/* rb_pipe_t.express: how a frame without a tail flag is known complete. */
-enum { RB_EXPRESS_FLAG = 1, RB_EXPRESS_LANDED = 2 };
+/* rb_pipe_t.express: how the common frame is known complete. */
+enum { RB_EXPRESS_FLAG = 1, RB_EXPRESS_LANDED = 2, RB_EXPRESS_TAIL = 3 };
 
 typedef struct rb_pipe {
     rb_config_t cfg;            /* as configured (checked against ring_max) */
@@ -314,13 +314,13 @@ typedef struct rb_pipe {
      * padded payload (16, or 24 with a tail word). */
     int tail_kind;
     unsigned ovh;
-    /* From cfg at init: credits are piggybacked and no tail flag completes
-     * a frame, so the common one is parsed the express way (rb_frame.h):
-     * inline in rb_pipe_view where the head flag's release store publishes
-     * it (RB_EXPRESS_FLAG, flag_publishes), in rb_pipe_peek once it landed
-     * (RB_EXPRESS_LANDED, completion_driven; out of line, so that the
-     * shared-memory poll loop keeps its code); released inline by
-     * rb_pipe_view_done.  0: neither. */
+    /* From cfg at init (0 in basic mode): credits are piggybacked, so the
+     * common frame is parsed the express way (rb_frame.h): inline in
+     * rb_pipe_view where the head flag's release store publishes it
+     * (RB_EXPRESS_FLAG, flag_publishes), in rb_pipe_peek once it landed
+     * (RB_EXPRESS_LANDED, completion_driven) or its tail flag came
+     * (RB_EXPRESS_TAIL; both out of line, so that the shared-memory poll
+     * loop keeps its code); released inline by rb_pipe_view_done. */
     int express;
     /* Grow work owed (rx.offer, tx.move.size): the entry points do it
      * first (rb_grow_step). */
@@ -573,7 +573,8 @@ static inline int rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
 {
     int type, rc;
 
-    if (p->express == RB_EXPRESS_FLAG && (rc = rb_rx_parse_express(p, buf, len, 0)) >= 0)
+    if (p->express == RB_EXPRESS_FLAG
+        && (rc = rb_rx_parse_express(p, buf, len, RB_EXPRESS_FLAG)) >= 0)
         return rc;
     if (!rb_pipe_rx_maybe(p))
         return 0;

@@ -6,17 +6,6 @@
  */
 #include "rb_impl.h"
 
-/* Acquire barrier between "frame complete" and the payload reads.  A NIC
- * may have written the ring, so use rdma-core's udma_from_device_barrier
- * where the C11 fence is not enough for device writes. */
-#if defined(__x86_64__)
-#define RB_RX_BARRIER() __asm__ volatile("lfence" ::: "memory")
-#elif defined(__aarch64__)
-#define RB_RX_BARRIER() __asm__ volatile("dmb oshld" ::: "memory")
-#else
-#define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
-#endif
-
 int rb_rx_credit(rb_pipe_t * p)
 {
     if (p->ops->credit(p->ctx, p->rx.tail))
@@ -193,8 +182,9 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
 
 /* Parsed in place into rx.seen, which rb_pipe_consume reuses while its
  * span is set (until the frame's release clears it).  On an
- * RB_EXPRESS_LANDED pipe the common frame, once landed, is parsed the
- * express way instead (rx.seen unused: rb_pipe_view_done releases it
+ * RB_EXPRESS_LANDED pipe the common frame, once landed, on an
+ * RB_EXPRESS_TAIL pipe once its tail flag came, is parsed the express way
+ * instead (rx.seen unused: rb_pipe_view_done releases it
  * whole, rb_pipe_consume parses it again); anything else, a flag that is
  * not the expected one too, goes the general way, which judges it. */
 RDMA_HOT rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
@@ -204,8 +194,8 @@ RDMA_HOT rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, 
 
     if (!p || !type || !buf || !len)
         return RDMA_ERR_INVAL;
-    if (p->express == RB_EXPRESS_LANDED && rb_pipe_rx_maybe(p)
-        && rb_rx_parse_express(p, buf, len, 1) == 1) {
+    if (p->express >= RB_EXPRESS_LANDED && rb_pipe_rx_maybe(p)
+        && rb_rx_parse_express(p, buf, len, p->express) == 1) {
         *type = RB_FRAME_DATA;
         return 1;
     }

@@ -695,11 +695,37 @@ static void t_express(void)
     ok(d && rb_pipe_commit(&A.p, 6) == RDMA_OK && A.p.tx.head == 256 && A.p.stats.frames_tx == 4
        && rb_pipe_view(&B.p, (const void **) &v, &len) == 1 && len == 6 && !memcmp(v, "claimd", 6)
        && rb_pipe_view_done(&B.p, 6) == RDMA_OK, "claim, commit: the frame put_small would send");
-    c.flag_publishes = 0;
+}
+
+/* The express path where a tail flag completes the frame (flag polling
+ * over a NIC): a frame landing byte-wise in address order is viewed only
+ * once its bytes hold their final values (its tail flag's last bytes may
+ * hold them before they land), then whole; its release and the
+ * piggybacked credit as on a flag-publishing pipe. */
+static void t_express_tail(void)
+{
+    rb_config_t c = t_cfg(4096, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    const char *v = NULL;
+    size_t len = 0;
+    int early = 0, seen = 0;
+
     pair_init(&c);
-    ok(!A.p.express && put1(&A, "abc", 3) == 3 && rb_pipe_view(&B.p, (const void **) &v, &len) == 1
-       && B.p.rx.seen.span != 0 && rb_pipe_view_done(&B.p, 3) == RDMA_OK && B.p.rx.tail == 64,
-       "express: not taken where a tail flag completes the frame");
+    A.defer = 1;
+    ok(B.p.express == RB_EXPRESS_TAIL && put1(&A, "abcdefghij", 10) == 10,
+       "express tail: taken where a tail flag completes the frame");
+    while (t_land_byte(&A)) {
+        int r = rb_pipe_view(&B.p, (const void **) &v, &len);
+
+        early += r != 0 && memcmp(B.ring, A.stage, A.q[0].len);
+        seen += r == 1;
+    }
+    ok(!early && seen && rb_pipe_view(&B.p, (const void **) &v, &len) == 1 && len == 10
+       && !memcmp(v, "abcdefghij", 10) && B.p.rx.seen.span == 0,
+       "express tail: not viewed before its tail flag landed, then viewed whole (%d early, %d seen)", early, seen);
+    ok(rb_pipe_view_done(&B.p, 10) == RDMA_OK && B.p.rx.tail == 64 && B.p.stats.frames_rx == 1
+       && *(uint64_t *) B.ring == 0 && put1(&B, "r", 1) == 1
+       && rb_pipe_view(&A.p, (const void **) &v, &len) == 1 && A.p.tx.credit == 64
+       && rb_pipe_view_done(&A.p, 1) == RDMA_OK, "express tail: released whole, credit read");
 }
 
 static void t_both_full(void)
@@ -1678,6 +1704,7 @@ int main(void)
     t_lazy();
     t_quiet();
     t_express();
+    t_express_tail();
     t_both_full();
     t_deferred();
     t_alias(0);
