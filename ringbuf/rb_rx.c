@@ -1,8 +1,9 @@
 /*
  * rb_rx.c: one connection's ring-buffer pipes, receive side (rb_pipe.h;
  * the send side is rb_pipe.c).  Memory ordering: rb_rx_parse (acquire of
- * the flags, then a barrier) here, rb_rx_release (relaxed clears, ordered
- * by the credit's release) in rb_frame.h.
+ * the flags, then a barrier) here, rb_rx_parse_express (the same) and
+ * rb_rx_release (relaxed clears, ordered by the credit's release) in
+ * rb_frame.h.
  */
 #include "rb_impl.h"
 
