@@ -157,7 +157,7 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_DESC_MAX 32          /* a new ring's descriptor (ops->ring_new) */
 #define RB_LEN_MAX ((1u << 30) - 1)
 #define RB_WRITES_MAX 256       /* rb_config_t.max_writes, at most */
-#define RB_VERIFY_MAX 256       /* cfg.verify: frame bytes checked whole, at most */
+#define RB_VERIFY_MAX 512       /* cfg.verify: frame bytes checked whole, at most */
 #define RB_ALT_VERIFIED 2       /* cfg.verify: a flag's alt for such a frame */
 #define RB_STALE_BITS 16384     /* chunks a lazily cleared ring may have */
 #define RB_CLEAR_ALL 256        /* lazy: frames up to this many chunks are

@@ -1479,6 +1479,8 @@ static void t_verify_flows(int scramble, int sched, const char *name)
     flow_t f[2];
 
     c.verify = 1;
+    c.max_frame = 2 * RB_VERIFY_MAX;    /* frames of both kinds */
+    c.ring_size = 4 * RB_VERIFY_MAX;
     c.max_writes = 8;
     c.hot_window = 512;
     if (sched) {
