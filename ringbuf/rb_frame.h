@@ -467,6 +467,15 @@ static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
 #define RB_RX_BARRIER() __atomic_thread_fence(__ATOMIC_ACQUIRE)
 #endif
 
+/* A tail-flag frame's tail word (RB_TAIL_FLAG), of a frame whose flag,
+ * len payload bytes, was checked valid; acquire: the frame is complete
+ * once it equals the head flag (the barrier after it orders the rest). */
+static inline uint64_t rb_rx_tail_word(volatile const uint8_t * fr, size_t len)
+{
+    return __atomic_load_n((volatile const uint64_t *) (fr + RB_HDR + rb_pad8(len)),
+                           __ATOMIC_ACQUIRE);
+}
+
 /* rb_rx_parse for express pipes (rb_pipe_t.express, passed as kind), the
  * common frame only: a complete DATA frame at rx.tail, nothing of it
  * consumed, no grow asked, no grow work owed.  1: *buf, *len view its
@@ -494,8 +503,7 @@ int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len, int kind)
     if (kind == RB_EXPRESS_TAIL) {
         if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n))
             return -1;
-        if (__atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(n)), __ATOMIC_ACQUIRE)
-            != flag)
+        if (rb_rx_tail_word(fr, n) != flag)
             return 0;
         RB_RX_BARRIER();
     }

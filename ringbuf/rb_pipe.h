@@ -299,7 +299,7 @@ typedef struct rb_frame {
 /* rb_pipe_t.tail_kind */
 enum { RB_TAIL_NONE = 0, RB_TAIL_FLAG = 1, RB_TAIL_CHECK = 2 };
 
-/* rb_pipe_t.express: how the common frame is known complete. */
+/* rb_pipe_t.express: how the common frame is known complete (from LANDED on: in rb_pipe_peek) */
 enum { RB_EXPRESS_FLAG = 1, RB_EXPRESS_LANDED = 2, RB_EXPRESS_TAIL = 3 };
 
 typedef struct rb_pipe {

@@ -88,9 +88,7 @@ int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
      * compute len - rx.off) */
     if (rb_rx_flag_bad(p, flag, off, len) || p->rx.off > len)
         return RDMA_ERR_PROTO;
-    if (p->tail_kind == RB_TAIL_FLAG
-        && __atomic_load_n((volatile uint64_t *) (fr + RB_HDR + rb_pad8(len)), __ATOMIC_ACQUIRE)
-        != flag)
+    if (p->tail_kind == RB_TAIL_FLAG && rb_rx_tail_word(fr, len) != flag)
         return known ? RDMA_ERR_PROTO : 0;
     /* complete: no payload or info read may move before the flag reads (a
      * ring the CPU writes, flag_publishes, needs only the acquire above; a

@@ -721,7 +721,8 @@ static void t_express_tail(void)
     }
     ok(!early && seen && rb_pipe_view(&B.p, (const void **) &v, &len) == 1 && len == 10
        && !memcmp(v, "abcdefghij", 10) && B.p.rx.seen.span == 0,
-       "express tail: not viewed before its tail flag landed, then viewed whole (%d early, %d seen)", early, seen);
+       "express tail: not viewed before its tail flag landed, then viewed whole "
+       "(%d early, %d seen)", early, seen);
     ok(rb_pipe_view_done(&B.p, 10) == RDMA_OK && B.p.rx.tail == 64 && B.p.stats.frames_rx == 1
        && *(uint64_t *) B.ring == 0 && put1(&B, "r", 1) == 1
        && rb_pipe_view(&A.p, (const void **) &v, &len) == 1 && A.p.tx.credit == 64
