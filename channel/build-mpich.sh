@@ -66,7 +66,7 @@ fetch_debian_source() {
     if [ -z "$t" ]; then
         mkdir -p "$d"
         if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-            [ "$(id -u)" = 0 ] || die "no deb-src entry for apt; as root add one (see README) or pass --with-mpich-source"
+            [ "$(id -u)" = 0 ] || die "no deb-src entry for apt; as root add one (see README.md) or pass --with-mpich-source"
             sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
                 > /etc/apt/sources.list.d/ch3-rdma-src.sources
             apt-get update -qq
@@ -107,8 +107,7 @@ pristine_tree() {
 channel_files() {
     (cd "$top" && {
         ls channel/Makefile.mk channel/subconfigure.m4 channel/errnames.txt
-        ls channel/include/*.h channel/src/*.[ch] ringbuf/*.[ch]
-        ls zcopy/*.[ch] 2>/dev/null || true
+        find channel/include channel/src ringbuf zcopy reg -name '*.[ch]' | sort
     })
 }
 
@@ -169,10 +168,11 @@ regen_cvars() {
 }
 
 # Hash of the CVAR blocks / error keys of the channel sources.
-cvar_hash() { (cd "$top" && sed -n '/BEGIN_MPI_T_CVAR_INFO_BLOCK/,/END_MPI_T_CVAR_INFO_BLOCK/p' \
-    channel/src/*.c zcopy/*.c 2>/dev/null) | hash_of; }
+channel_c() { (cd "$top" && channel_files | grep '\.c$'); }
+cvar_hash() { (cd "$top" && channel_c | xargs sed -n \
+    '/BEGIN_MPI_T_CVAR_INFO_BLOCK/,/END_MPI_T_CVAR_INFO_BLOCK/p') | hash_of; }
 errkey_hash() { (cd "$top" && cat channel/errnames.txt &&
-    grep -ho '"\*\*[^"]*"' channel/src/*.c ringbuf/*.c zcopy/*.c 2>/dev/null | sort -u) | hash_of; }
+    channel_c | xargs grep -ho '"\*\*[^"]*"' | sort -u) | hash_of; }
 
 prepare_rdma_tree() {
     local tree=$1 pristine=$2 root=$3

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# ab.sh -- two ch3:rdma prefixes side by side in one run: test/bench/mpi_bench
+# ab.sh -- two ch3:rdma prefixes side by side in one run: npb-scripts/progs/mpi_bench
 # (2 ranks) alternately under OLD and NEW, PAIRS times (the order flips every
 # pair), then per test and size the median of the per-pair ratios NEW/OLD
 # (time for latency, MB/s for bw), with their range and the median values.

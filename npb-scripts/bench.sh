@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# bench.sh -- run test/bench/mpi_bench with 2 ranks for several builds and
+# bench.sh -- run npb-scripts/progs/mpi_bench with 2 ranks for several builds and
 # compare them side by side (latency at 8 B, bandwidth at 1 MiB and 16 MiB,
 # ratios to ch3:nemesis), each number with the exact command behind it.
 #

@@ -105,11 +105,11 @@ parse_options() {
     done
 }
 
-# bench_binary LABEL PREFIX [PROG]: test/bench/PROG.c (default mpi_bench) compiled with
+# bench_binary LABEL PREFIX [PROG]: npb-scripts/progs/PROG.c (default mpi_bench) compiled with
 # PREFIX's mpicc, rebuilt when the source or the MPI changes.
 bench_binary() {
     local prog=${3:-mpi_bench} dir=$CACHE/bench/$1 id src
-    src=$TOP/test/bench/$prog.c
+    src=$TOP/npb-scripts/progs/$prog.c
     id=$(mpi_identity "$2"; sha256sum < "$src")
     if [ "$(cat "$dir/.identity.$prog" 2>/dev/null)" != "$id" ] || [ ! -x "$dir/$prog" ]; then
         mkdir -p "$dir"

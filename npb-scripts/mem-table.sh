@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # mem-table.sh -- the memory a job's ranks use, natively on one node (issue 19):
-# NP ranks do ITERS all-to-alls of BYTES per peer (test/bench/mpi_mem.c), then
+# NP ranks do ITERS all-to-alls of BYTES per peer (npb-scripts/progs/mpi_mem.c), then
 # the proportional set sizes of all ranks are summed (Pss counts a page shared
 # by k processes 1/k to each: the sum is the job's memory).  Prints a markdown
 # table per build and rank count with the ratio to ch3:nemesis, then the
@@ -82,7 +82,7 @@ main() {
     [ "${init:--1}" != -1 ] || init=16384
     {
         echo "Memory after $ITERS all-to-alls of $BYTES B per peer, one node ($(nproc) cores; $(uname -r)):"
-        echo "sum of the ranks' Pss (test/bench/mpi_mem.c; runs in $OUT)."
+        echo "sum of the ranks' Pss (npb-scripts/progs/mpi_mem.c; runs in $OUT)."
         echo
         table
         echo

@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 # vm-bench.sh -- ch3:rdma over verbs inside the Soft-RoCE VM next to the raw
 # device, in the same boot: perftest ib_write_lat, ib_write_bw and
-# ib_read_bw, then test/bench/mpi_bench (2 ranks, verbs forced) for each
+# ib_read_bw, then npb-scripts/progs/mpi_bench (2 ranks, verbs forced) for each
 # large-message path: eager (one frame per message, up to ring/2), fixed
 # (16 KiB frames), super (superpipeline), zcopy (RDMA-read rendezvous),
 # ping-pong and windowed, and super/zcopy again with first-touch buffers.

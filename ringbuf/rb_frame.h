@@ -114,7 +114,7 @@ static inline void rb_tx_credit(rb_pipe_t * p, uint64_t t)
 
 /* Out of line (rb_pipe.c, rb_rx.c). */
 int rb_tx_window_retire(rb_pipe_t * p, unsigned n);
-int rb_rx_credit(rb_pipe_t * p);
+rdma_status_t rb_rx_credit(rb_pipe_t * p);
 
 /* ---- send side ---- */
 
@@ -145,8 +145,8 @@ static inline uint8_t *rb_tx_payload(rb_pipe_t * p, size_t len)
 /* One transport write of len ring bytes at off holding `frames` frames,
  * u non-NULL: their payload parts from user memory (then, in basic mode,
  * the head). */
-static inline int rb_tx_write(rb_pipe_t * p, size_t off, size_t len, unsigned frames,
-                              const rb_user_t * u)
+static inline rdma_status_t rb_tx_write(rb_pipe_t * p, size_t off, size_t len,
+                                        unsigned frames, const rb_user_t * u)
 {
     p->stats.writes_tx++;
     if (p->tx.cfg.max_writes)   /* it ends at tx.head: frames are built first */
@@ -195,7 +195,7 @@ uint64_t rb_tx_check(rb_pipe_t * p, uint8_t * f, uint64_t flag, uint64_t info, s
  * stale.  On host G the receiver's store to that line cost 15% of an
  * 8-byte round trip; in a stream leaving it measured 0.63x the message
  * rate, and a stream's receiver that keeps up empties the ring too
- * (README). */
+ * (docs/results/shm.md). */
 static inline uint64_t rb_tx_quiet(const rb_pipe_t * p, uint64_t wrote)
 {
     size_t k = p->tx.cfg.chunk_size;
@@ -339,7 +339,7 @@ static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
 /* rb_tx_commit, at RB_TX_NOCHECK (a pipe that does not verify) or
  * RB_TX_STAGE. */
 static inline __attribute__ ((always_inline))
-int rb_tx_commit_as(rb_pipe_t * p, size_t len, int at)
+rdma_status_t rb_tx_commit_as(rb_pipe_t * p, size_t len, int at)
 {
     int rc;
 
@@ -356,12 +356,12 @@ int rb_tx_commit_as(rb_pipe_t * p, size_t len, int at)
 }
 
 /* rb_tx_commit_as on a verifying pipe, out of line (rb_pipe.c). */
-int rb_tx_commit_check(rb_pipe_t * p, size_t len);
+rdma_status_t rb_tx_commit_check(rb_pipe_t * p, size_t len);
 
 /* The one DATA frame of len bytes rb_tx_one_fits found room for, its
  * payload in place (rb_tx_payload): publish and write it. */
 static inline __attribute__ ((always_inline))
-int rb_tx_commit(rb_pipe_t * p, size_t len)
+rdma_status_t rb_tx_commit(rb_pipe_t * p, size_t len)
 {
     if (__builtin_expect(p->tail_kind == RB_TAIL_CHECK, 0))
         return rb_tx_commit_check(p, len);
@@ -369,8 +369,8 @@ int rb_tx_commit(rb_pipe_t * p, size_t len)
 }
 
 /* Send the iov as the one frame rb_tx_one_fits found room for. */
-static inline int rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n, size_t len,
-                            size_t * nbytes)
+static inline rdma_status_t rb_tx_one(rb_pipe_t * p, const struct iovec *iov, int n,
+                                      size_t len, size_t * nbytes)
 {
     uint8_t *d = rb_tx_payload(p, len);
     int i, rc;
@@ -422,7 +422,7 @@ static inline void rb_rx_credit_in(rb_pipe_t * p, uint64_t info)
  * was never written), on a lazy pipe only the flag word of a frame over
  * RB_CLEAR_ALL chunks (rb_tx_stale) or of a quiet one (rb_tx_quiet);
  * advance, and return credit when due. */
-static inline int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
+static inline rdma_status_t rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 {
     volatile uint8_t *r = p->rx.ring + rb_ring_off(&p->rx.cfg, p->rx.tail);
     uint64_t c, wrote = p->ovh + rb_pad8(f->len);
@@ -449,7 +449,7 @@ static inline int rb_rx_release(rb_pipe_t * p, const rb_frame_t * f)
 
 /* n more payload bytes of the frame at rx.tail are consumed; a frame
  * consumed whole is released. */
-static inline int rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
+static inline rdma_status_t rb_rx_advance(rb_pipe_t * p, const rb_frame_t * f, size_t n)
 {
     p->rx.off += n;
     p->stats.bytes_rx += n;
@@ -478,9 +478,9 @@ static inline uint64_t rb_rx_tail_word(volatile const uint8_t * fr, size_t len)
 
 /* rb_rx_parse for express pipes (rb_pipe_t.express, passed as kind), the
  * common frame only: a complete DATA frame at rx.tail, nothing of it
- * consumed, no grow asked, no grow work owed.  1: *buf, *len view its
- * payload; 0: nothing has arrived; -1: anything else, for rb_rx_parse to
- * judge.  The flag's acquire load orders the info and payload reads
+ * consumed, no grow asked, no grow work owed.  RB_PEEK_READY: *buf,
+ * *len view its payload; _NONE: nothing has arrived; _SLOW: anything
+ * else, for rb_rx_parse to judge.  The flag's acquire load orders the info and payload reads
  * (RB_EXPRESS_FLAG); an RB_EXPRESS_TAIL frame is complete once its tail
  * flag equals its head flag (a valid one: the length locates the tail),
  * and the barrier after that read orders the rest (as in rb_rx_parse); on
@@ -488,23 +488,23 @@ static inline uint64_t rb_rx_tail_word(volatile const uint8_t * fr, size_t len)
  * completion made the write visible) or, verifying, may have
  * (rb_rx_verified decides), and takes only 1. */
 static inline __attribute__ ((always_inline))
-int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len, int kind)
+rb_peek_t rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len, int kind)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail), n;
     volatile uint8_t *fr = p->rx.ring + off;
     uint64_t flag, info;
 
     if (p->pend || p->rx.off)
-        return -1;
+        return RB_PEEK_SLOW;
     flag = __atomic_load_n((volatile uint64_t *) fr, __ATOMIC_ACQUIRE);
     if (flag == 0)
-        return 0;
+        return RB_PEEK_NONE;
     n = rb_flag_len(flag);
     if (kind == RB_EXPRESS_TAIL) {
         if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n))
-            return -1;
+            return RB_PEEK_SLOW;
         if (rb_rx_tail_word(fr, n) != flag)
-            return 0;
+            return RB_PEEK_NONE;
         RB_RX_BARRIER();
     }
     info = ((volatile uint64_t *) fr)[1];
@@ -512,16 +512,16 @@ int rb_rx_parse_express(rb_pipe_t * p, const void **buf, size_t *len, int kind)
     if ((uint32_t) (flag >> 32) != p->rx.seq || rb_rx_flag_bad(p, flag, off, n) || info >> 55
         || (kind == RB_EXPRESS_LANDED && p->tail_kind == RB_TAIL_CHECK
             && !rb_rx_verified(p, fr, flag, off, n)))
-        return -1;
+        return RB_PEEK_SLOW;
     rb_rx_credit_in(p, info);
     *buf = (const void *) (fr + RB_HDR);
     *len = n;
-    return 1;
+    return RB_PEEK_READY;
 }
 
 /* The whole DATA frame of len bytes at ring offset off (rx.tail), info its
  * info word, none of it consumed before, is consumed now. */
-static inline int rb_rx_advance_data(rb_pipe_t * p, size_t off, size_t len, uint64_t info)
+static inline rdma_status_t rb_rx_advance_data(rb_pipe_t * p, size_t off, size_t len, uint64_t info)
 {
     rb_frame_t f;
 

@@ -57,7 +57,7 @@ rdma_status_t rb_pipe_shrink(rb_pipe_t * p)
 
 /* Receiver: a ring of rx.offer bytes, offered with MOVE (again at the next
  * step while the reverse ring has no room).  A refused ring ends it. */
-static int rb_grow_offer(rb_pipe_t * p)
+static rdma_status_t rb_grow_offer(rb_pipe_t * p)
 {
     rb_move_msg_t m;
     int sent, rc;
@@ -85,7 +85,7 @@ static int rb_grow_offer(rb_pipe_t * p)
     return rc;
 }
 
-int rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f)
+rdma_status_t rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f)
 {
     rb_move_msg_t m;
 
@@ -106,7 +106,7 @@ int rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f)
 /* Sender: SWITCH as the old ring's last frame once it fits, then write
  * the new ring from a new stage.  A refused stage ends it (never asked
  * again). */
-static int rb_grow_switch(rb_pipe_t * p)
+static rdma_status_t rb_grow_switch(rb_pipe_t * p)
 {
     size_t size = p->tx.move.size, was = p->tx.cfg.ring_size;
     int sent, rc;
@@ -134,7 +134,7 @@ static int rb_grow_switch(rb_pipe_t * p)
     return RDMA_OK;
 }
 
-int rb_grow_step(rb_pipe_t * p)
+rdma_status_t rb_grow_step(rb_pipe_t * p)
 {
     int rc = p->rx.offer ? rb_grow_offer(p) : RDMA_OK;
 

@@ -41,15 +41,15 @@ static inline void rb_cursor_copy(rb_cursor_t * c, uint8_t * buf, size_t len, in
 }
 
 /* rb_pipe.c */
-int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
-int rb_tx_send(rb_pipe_t * p, int type, size_t len);
+rdma_status_t rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent);
+rdma_status_t rb_tx_send(rb_pipe_t * p, int type, size_t len);
 uint64_t rb_tx_tail_seen(const rb_pipe_t * p);
 
 /* rb_grow.c: growing rings (rb_pipe.h) */
 void rb_grow_stalled(rb_pipe_t * p, int full);
 void rb_grow_asked(rb_pipe_t * p);
-int rb_grow_step(rb_pipe_t * p);
-int rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f);
+rdma_status_t rb_grow_step(rb_pipe_t * p);
+rdma_status_t rb_grow_moved(rb_pipe_t * p, const rb_frame_t * f);
 void rb_grow_switched(rb_pipe_t * p, volatile uint8_t * old);
 
 #endif /* RB_IMPL_H_INCLUDED */

@@ -108,7 +108,7 @@ uint64_t rb_tx_check(rb_pipe_t * p, uint8_t * f, uint64_t flag, uint64_t info, s
     return flag;
 }
 
-int rb_tx_commit_check(rb_pipe_t * p, size_t len)
+rdma_status_t rb_tx_commit_check(rb_pipe_t * p, size_t len)
 {
     return rb_tx_commit_as(p, len, RB_TX_STAGE);
 }
@@ -138,7 +138,7 @@ uint64_t rb_tx_tail_seen(const rb_pipe_t * p)
 
 /* Write the frames built since the last flush with one transport write,
  * and grow the superpipeline target. */
-static int rb_tx_flush(rb_pipe_t * p)
+static rdma_status_t rb_tx_flush(rb_pipe_t * p)
 {
     const rb_config_t *c = &p->tx.cfg;
     unsigned frames = p->tx.wr_frames;
@@ -153,7 +153,7 @@ static int rb_tx_flush(rb_pipe_t * p)
 /* Complete the frame whose payload is in place and add it to the pending
  * group, which is written once it reaches the superpipeline target (at
  * once without a schedule).  Space was checked by the caller. */
-int rb_tx_send(rb_pipe_t * p, int type, size_t len)
+rdma_status_t rb_tx_send(rb_pipe_t * p, int type, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     int rc;
@@ -174,7 +174,7 @@ int rb_tx_send(rb_pipe_t * p, int type, size_t len)
 /* Hot window (rb_config_t.hot_window): on an empty ring past the window,
  * a PAD frame over the ring end makes the next frame start at offset 0.
  * The PAD is the last frame of its group, as at any ring end. */
-static int rb_tx_rewind(rb_pipe_t * p)
+static rdma_status_t rb_tx_rewind(rb_pipe_t * p)
 {
     if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head)) || p->tx.head != p->tx.tail
         || !rb_tx_window(p, 1))
@@ -184,7 +184,7 @@ static int rb_tx_rewind(rb_pipe_t * p)
 }
 
 /* rb_pipe_putv past the one-frame case: as many frames as fit. */
-static int rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size_t *nbytes)
+static rdma_status_t rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size_t *nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
     size_t done = 0;
@@ -250,7 +250,7 @@ size_t rb_pipe_user_max(const rb_pipe_t * p)
  * tail, a rewind to the hot window, a PAD over the ring end (a frame never
  * wraps; the PAD alone may go out, invisible to the receiver's user).
  * *fits = 1: room for them at tx.head, no group pending. */
-static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
+static rdma_status_t rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
 {
     size_t off;
     int rc;
@@ -281,8 +281,8 @@ static int rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
 
 /* rb_pipe_put_user's frames, placed: the entries but the last copied, the
  * last one's bytes noted per frame as user segments; one write. */
-static int rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
-                      void *handle, size_t *nbytes)
+static rdma_status_t rb_tx_user(rb_pipe_t * p, const struct iovec *iov, int n, size_t total,
+                                void *handle, size_t *nbytes)
 {
     const struct iovec *e = &iov[n - 1];
     size_t fmax = p->tx.cfg.max_frame - p->ovh, hlen = total - e->iov_len, done = 0, end = 0;
@@ -352,7 +352,7 @@ rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t 
 }
 
 /* One control frame (any type but PAD), placed and written at once. */
-int rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
+rdma_status_t rb_tx_ctrl(rb_pipe_t * p, int type, const void *buf, size_t len, int *sent)
 {
     int rc = rb_tx_place(p, rb_frame_span(p, &p->tx.cfg, 0, type, len), sent);
 

@@ -1,5 +1,5 @@
 /*
- * rb_pipe: one connection's pair of ring-buffer pipes (seed 003, P3 sec. 4).
+ * rb_pipe: one connection's pair of ring-buffer pipes (P3 sec. 4).
  *
  * Transport independent: the pipe never touches verbs or shared memory.  It
  * reads and writes four memory areas and calls the transport through
@@ -163,7 +163,7 @@ enum { RB_FRAME_DATA = 0, RB_FRAME_CTRL = 1, RB_FRAME_MOVE = 253, RB_FRAME_SWITC
 #define RB_CLEAR_ALL 256        /* lazy: frames up to this many chunks are
                                  * cleared whole at release: every default
                                  * shm frame (16 KiB); from 128, host G
-                                 * doubled 8-16 KiB latency (README) */
+                                 * doubled 8-16 KiB latency (docs/results/shm.md) */
 
 typedef struct rb_config {
     size_t ring_size;           /* bytes; power of two, <= 2^51; where the
@@ -179,7 +179,7 @@ typedef struct rb_config {
      * transport write; group i of a message closes once it holds
      * sched_c0 * sched_q^i bytes, at most sched_max (rb_sched_chunk).  A
      * message ends with a putv that accepts its whole iov.  sched_c0 = 0:
-     * every frame is its own write (fixed-chunk pipeline, seed 003). */
+     * every frame is its own write (fixed-chunk pipeline, P3). */
     size_t sched_c0;            /* 0, or chunk_size..sched_max */
     size_t sched_max;           /* sched_c0..ring_size/2 */
     double sched_q;             /* 1..16 */
@@ -204,7 +204,7 @@ typedef struct rb_config {
      * on before the frame is consumed has its offset's bytes of room, so
      * one more frame of its size.  A fixed slot, 512 bytes and 1 KiB of
      * slots took 0.75, 0.76 and 0.85 of a 16 KiB walk's time per round
-     * trip (test/bench/ring_walk.c, 88 B).
+     * trip (npb-scripts/progs/ring_walk.c, 88 B).
      * 0: off; otherwise chunk_size..ring_size/2. */
     size_t hot_window;
     /* 1 where the stage IS the peer's ring and the head flag's release
@@ -462,10 +462,18 @@ rdma_status_t rb_pipe_put_ctrl(rb_pipe_t * p, int type, const void *buf, size_t 
  * frame.  *nbytes may be 0.  Non-blocking. */
 rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t * nbytes);
 
+/* What the receive probes return (rb_pipe_peek, rb_pipe_view and the
+ * inline probes of the layers above, up to the glue's read_view):
+ * RB_PEEK_READY a frame (*buf, *len set), RB_PEEK_NONE nothing has
+ * arrived yet, and below 0: from rb_pipe_peek the rdma_status_t of a
+ * failed pipe, from the others RB_PEEK_SLOW, take the general path (the
+ * frame is not DATA, or the pipe failed: getv says which). */
+typedef int rb_peek_t;
+enum { RB_PEEK_SLOW = -1, RB_PEEK_NONE = 0, RB_PEEK_READY = 1 };
+
 /* The current frame, if complete: its type and the unconsumed part of its
- * payload (zero-copy view, valid until rb_pipe_consume).  Returns 1 if a
- * frame is ready, 0 if not, < 0 on error. */
-rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
+ * payload (zero-copy view, valid until rb_pipe_consume). */
+rb_peek_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len);
 
 /* Consume n bytes of the current frame's payload (n <= peeked len); a frame
  * fully consumed is released (chunk-start words cleared, tail advanced,
@@ -567,19 +575,19 @@ rdma_status_t rb_pipe_commit(rb_pipe_t * p, size_t len)
 }
 
 /* The current DATA frame's unconsumed payload, where it lies, valid until
- * rb_pipe_view_done: 1 (*buf, *len set), 0 nothing has arrived, -1 the
- * next frame is not DATA or the pipe failed (rb_pipe_getv then says). */
-static inline int rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
+ * rb_pipe_view_done (rb_peek_t; RB_PEEK_SLOW: rb_pipe_getv). */
+static inline rb_peek_t rb_pipe_view(rb_pipe_t * p, const void **buf, size_t *len)
 {
-    int type, rc;
+    int type;
+    rb_peek_t rc;
 
     if (p->express == RB_EXPRESS_FLAG
         && (rc = rb_rx_parse_express(p, buf, len, RB_EXPRESS_FLAG)) >= 0)
         return rc;
     if (!rb_pipe_rx_maybe(p))
-        return 0;
+        return RB_PEEK_NONE;
     rc = rb_pipe_peek(p, &type, buf, len);
-    return rc < 0 || (rc == 1 && type != RB_FRAME_DATA) ? -1 : rc;
+    return rc < 0 || (rc == RB_PEEK_READY && type != RB_FRAME_DATA) ? RB_PEEK_SLOW : rc;
 }
 
 /* Consume n bytes of the rb_pipe_view payload (rb_pipe_consume): a whole

@@ -7,7 +7,7 @@
  */
 #include "rb_impl.h"
 
-int rb_rx_credit(rb_pipe_t * p)
+rdma_status_t rb_rx_credit(rb_pipe_t * p)
 {
     if (p->ops->credit(p->ctx, p->rx.tail))
         return RDMA_ERR_XPORT;
@@ -57,7 +57,7 @@ static void rb_rx_prefetch(volatile const uint8_t * fr, size_t len)
 
 /* Is the frame at rx.tail complete?  1 (filling *f), 0, or RDMA_ERR_PROTO. */
 static inline __attribute__ ((always_inline))
-int rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
+rb_peek_t rb_rx_parse(rb_pipe_t * p, rb_frame_t * f)
 {
     size_t off = rb_ring_off(&p->rx.cfg, p->rx.tail);
     volatile uint8_t *fr = p->rx.ring + off;
@@ -143,7 +143,7 @@ static __attribute__ ((noinline)) int rb_rx_internal(rb_pipe_t * p, rb_frame_t *
 /* rb_rx_parse, with the internal frames acted on and released on the way:
  * never shown.  Grow work owed goes first. */
 static inline __attribute__ ((always_inline))
-int rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
+rb_peek_t rb_rx_poll(rb_pipe_t * p, rb_frame_t * f)
 {
     int rc;
 
@@ -186,21 +186,21 @@ rdma_status_t rb_pipe_getv(rb_pipe_t * p, const struct iovec *iov, int n, size_t
  * instead (rx.seen unused: rb_pipe_view_done releases it
  * whole, rb_pipe_consume parses it again); anything else, a flag that is
  * not the expected one too, goes the general way, which judges it. */
-RDMA_HOT rdma_status_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
+RDMA_HOT rb_peek_t rb_pipe_peek(rb_pipe_t * p, int *type, const void **buf, size_t * len)
 {
     rb_frame_t *f;
-    int rc;
+    rb_peek_t rc;
 
     if (!p || !type || !buf || !len)
         return RDMA_ERR_INVAL;
     if (p->express >= RB_EXPRESS_LANDED && rb_pipe_rx_maybe(p)
         && rb_rx_parse_express(p, buf, len, p->express) == 1) {
         *type = RB_FRAME_DATA;
-        return 1;
+        return RB_PEEK_READY;
     }
     f = &p->rx.seen;
     rc = rb_rx_poll(p, f);
-    if (rc == 1) {
+    if (rc == RB_PEEK_READY) {
         *type = f->type;
         *buf = f->payload + p->rx.off;
         *len = f->len - p->rx.off;

@@ -5,6 +5,7 @@
  *   plan(n);                  optional; without it done_testing() prints it
  *   ok(cond, fmt, ...);       returns cond
  *   is_int(got, want, fmt, ...);  is_size(got, want, fmt, ...);
+ *   skip(why);                "ok N # SKIP why": a test that cannot run here
  *   diag(fmt, ...);           "# ..." on stderr
  *   return done_testing();    exit status 1 on any failure or plan mismatch
  */
@@ -32,6 +33,12 @@ static inline void diag(const char *fmt, ...)
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     fprintf(stderr, "# %s\n", line);
+}
+
+static inline void skip(const char *why)
+{
+    printf("ok %d # SKIP %s\n", ++tap_run, why);
+    fflush(stdout);
 }
 
 /* One test line; on failure the location and, if given, got/want. */

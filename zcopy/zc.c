@@ -75,10 +75,11 @@ void zc_init(zc_conn_t * z, const zc_config_t * cfg, const zc_ops_t * ops, void 
 }
 
 /* Send the FIN or PUSHED that *due says is owed, if the ring has room. */
-static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, size_t done, int *due)
+static rdma_status_t zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, size_t done, int *due)
 {
     zc_fin_t m = { id, (uint32_t) status, done };
-    int sent = 0, rc;
+    int sent = 0;
+    rdma_status_t rc;
 
     if (!*due)
         return RDMA_OK;
@@ -87,9 +88,9 @@ static int zc_ctrl_send(zc_conn_t * z, int type, uint32_t id, int status, size_t
     return rc;
 }
 
-static int zc_ctrl_flush(zc_conn_t * z)
+static rdma_status_t zc_ctrl_flush(zc_conn_t * z)
 {
-    int rc;
+    rdma_status_t rc;
 
     if (!z->tx.pushed_due && !z->rx.fin_due)
         return RDMA_OK;         /* the common case, on every put and get */
@@ -144,11 +145,12 @@ static void zc_auto_note(zc_conn_t * z, int hit)
  * ok arrived (e is accepted), _COPY when e must take the copy path after
  * all, _PART when the receiver pulled tx.part bytes of it and refused the
  * rest (those are accepted, the rest takes the copy path), else _WAIT. */
-static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
+static rdma_status_t zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
 {
     zc_req_t req = { (uintptr_t) e->iov_base, e->iov_len, 0, z->tx.id + 1, 0 };
     void *handle;
-    int hit = 0, sent = 0, rc;
+    int hit = 0, sent = 0;
+    rdma_status_t rc;
 
     *done = ZC_ENTRY_WAIT;
     if (z->tx.state == ZC_TX_WAIT)
@@ -194,12 +196,12 @@ static int zc_tx_entry(zc_conn_t * z, const struct iovec *e, int *done)
  * eligible, copy the run.  Only on an idle pipe (every frame consumed and
  * credited, as in a ping-pong): e holds up the caller's next message until
  * its write completes, which a stream of sends must not wait for. */
-static int zc_eager_put(zc_conn_t * z, const struct iovec *iov, int n, size_t run, size_t *got,
-                        int *held)
+static rdma_status_t zc_eager_put(zc_conn_t * z, const struct iovec *iov, int n, size_t run, size_t *got,
+                                  int *held)
 {
     const struct iovec *e = &iov[n - 1];
     void *h;
-    int rc;
+    rdma_status_t rc;
 
     *got = 0;
     *held = 0;
@@ -231,8 +233,8 @@ void zc_sent(zc_conn_t * z)
 
 /* The entry zc_eager_put sent is iov[0] until its write completed: then
  * it is accepted (*skip = 1, its bytes in *nbytes) and released. */
-static int zc_eager_accept(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes,
-                           int *skip)
+static rdma_status_t zc_eager_accept(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes,
+                                     int *skip)
 {
     *skip = 0;
     if (n < 1 || iov[0].iov_base != z->eager.addr || iov[0].iov_len != z->eager.len)
@@ -250,7 +252,8 @@ static int zc_eager_accept(zc_conn_t * z, const struct iovec *iov, int n, size_t
 rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     size_t got, run;
-    int i = 0, k, done, held, rc = zc_ctrl_flush(z);
+    int i = 0, k, done, held;
+    rdma_status_t rc = zc_ctrl_flush(z);
 
     *nbytes = 0;
     if (rc == RDMA_OK && z->eager.state != ZC_EAGER_IDLE
@@ -288,7 +291,7 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
  * refused -> unexpose; the next zc_putv accepts the fin->done bytes the
  * receiver pulled (none if it could pull nothing), the rest of the entry
  * and later ones go through the ring. */
-static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
+static rdma_status_t zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
 {
     if (z->tx.state != ZC_TX_WAIT || fin->id != z->tx.id || fin->status > ZC_FIN_BUSY
         || fin->done >= z->tx.len)
@@ -310,7 +313,7 @@ static int zc_tx_fin(zc_conn_t * z, const zc_fin_t * fin)
 
 /* PUSH for our REQ: write the asked part into the receiver's memory
  * (split copy), then answer PUSHED. */
-static int zc_tx_push(zc_conn_t * z, const zc_push_t * m)
+static rdma_status_t zc_tx_push(zc_conn_t * z, const zc_push_t * m)
 {
     if (z->tx.state != ZC_TX_WAIT || m->id != z->tx.id || m->off > z->tx.len
         || m->len > z->tx.len - m->off)
@@ -331,7 +334,7 @@ void zc_pulled(zc_conn_t * z, size_t bytes)
     z->rx.done += bytes;
 }
 
-static int zc_rx_finish(zc_conn_t * z, int status)
+static rdma_status_t zc_rx_finish(zc_conn_t * z, int status)
 {
     z->rx.active = 0;
     z->rx.fin_id = z->rx.id;
@@ -348,7 +351,7 @@ static int zc_rx_finish(zc_conn_t * z, int status)
     return zc_ctrl_flush(z);
 }
 
-static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
+static rdma_status_t zc_rx_start(zc_conn_t * z, const zc_req_t * req)
 {
     if (z->rx.fin_due || z->rx.push_wait || req->len == 0)
         return RDMA_ERR_PROTO;    /* the peer sent a REQ before our FIN or PUSHED */
@@ -366,12 +369,13 @@ static int zc_rx_start(zc_conn_t * z, const zc_req_t * req)
  * (dst, the caller's iov from the REQ's first byte): expose the second
  * half to the sender (it writes there), ask it to push that half, and
  * pull only the first. */
-static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
+static rdma_status_t zc_rx_split(zc_conn_t * z, const struct iovec *dst)
 {
     size_t h = z->rx.len / 2 & ~(size_t) 4095;
     zc_push_t m = { z->rx.id, 0, h, z->rx.len - h, (uintptr_t) dst->iov_base + h };
     uint64_t key;
-    int sent = 0, hit, rc;
+    int sent = 0, hit;
+    rdma_status_t rc;
 
     if (!z->cfg.split_min || z->rx.len < z->cfg.split_min || !z->ops->push || !h
         || dst->iov_len < z->rx.len
@@ -393,7 +397,7 @@ static int zc_rx_split(zc_conn_t * z, const struct iovec *dst)
  * (in done and posted) only once our own pulls really reached split_at:
  * they may still be short (zc_rx_serve); refused -> pull it too.  It may
  * come after we refused the REQ (our pull was refused after the PUSH). */
-static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
+static rdma_status_t zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
 {
     if (!z->rx.push_wait || m->id != z->rx.id || m->status > ZC_FIN_REFUSED)
         return RDMA_ERR_PROTO;
@@ -410,11 +414,12 @@ static int zc_rx_pushed(zc_conn_t * z, const zc_fin_t * m)
 
 /* Hand completed bytes to the caller (*got), finish, or pull more into
  * the part of iov that no pull covers yet. */
-static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *got)
+static rdma_status_t zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *got)
 {
     struct iovec dst[ZC_IOV_MAX];
     size_t avail = rb_iov_total(iov, n), busy, want, posted = 0;
-    int m, rc;
+    int m;
+    rdma_status_t rc;
 
     if (z->rx.pushed && z->rx.done == z->rx.split_at) {
         /* pulls complete in order and stop at split_at: posted == done */
@@ -448,15 +453,17 @@ static int zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, size_t *go
 }
 
 /* The frame at the head of the stream, if it is ours: REQ or FIN. */
-static int zc_ctrl_take(zc_conn_t * z, int *taken)
+static rdma_status_t zc_ctrl_take(zc_conn_t * z, int *taken)
 {
     const void *buf;
     size_t len;
-    int type, rc = rb_pipe_peek(z->pipe, &type, &buf, &len);
+    int type;
+    rb_peek_t seen = rb_pipe_peek(z->pipe, &type, &buf, &len);
+    rdma_status_t rc;
 
     *taken = 0;
-    if (rc <= 0 || type == RB_FRAME_DATA)
-        return rc < 0 ? rc : RDMA_OK;
+    if (seen != RB_PEEK_READY || type == RB_FRAME_DATA)
+        return seen < 0 ? (rdma_status_t) seen : RDMA_OK;
     if (type == ZC_FRAME_REQ && len == sizeof(zc_req_t)) {
         zc_req_t req;
         memcpy(&req, buf, sizeof(req));
@@ -479,11 +486,12 @@ static int zc_ctrl_take(zc_conn_t * z, int *taken)
     return rc;
 }
 
-static int zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
+static rdma_status_t zc_getv_more(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes)
 {
     struct iovec view[ZC_IOV_MAX];
     size_t got, done0;
-    int m, taken, rc = zc_ctrl_flush(z);
+    int m, taken;
+    rdma_status_t rc = zc_ctrl_flush(z);
 
     while (rc == RDMA_OK) {
         m = zc_iov_view(iov, n, *nbytes, SIZE_MAX, view, ZC_IOV_MAX);

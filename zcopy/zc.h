@@ -1,5 +1,5 @@
 /*
- * zc: zero-copy rendezvous for large iov entries over an rb_pipe (seed 003
+ * zc: zero-copy rendezvous for large iov entries over an rb_pipe (P3
  * sec. 5: the "special packet" carrying address, size and key, pulled by
  * the receiver with RDMA read).  Transport independent: the transport
  * supplies expose/unexpose/pull (zc_ops_t); verbs pulls with RDMA read
@@ -38,7 +38,7 @@
  * core's copy is bound by memory traffic, that is up to twice the
  * bandwidth.  A refused push is pulled by the receiver after all.
  *
- * Eager sends from user memory (seed 001; cfg.eager_min > 0 and
+ * Eager sends from user memory (P2; cfg.eager_min > 0 and
  * ops->hold).  When a put's iov ends in an entry of at least eager_min
  * bytes (below threshold: not a rendezvous candidate) and all of it fits
  * RB_USER_SEGS frames on an idle pipe (every frame consumed and credited: a stream
@@ -57,7 +57,7 @@
  * Protocol choice (cfg.mode): COPY never pulls; ZCOPY always (transport
  * permitting); AUTO follows the registration cache: after ZC_AUTO_WINDOW
  * exposures with a hit rate below 1/4 the next ZC_AUTO_BACKOFF large
- * entries take the copy path, then zero-copy is tried again (seed 000's
+ * entries take the copy path, then zero-copy is tried again (P1's
  * future work: switch between pipeline and rcache on the observed hit
  * rate).  A failed expose (registration limits) backs off the same way in
  * every mode.  Decisions are counted per power-of-two size in zc_stats_t.
@@ -193,13 +193,13 @@ static inline int zc_busy(const zc_conn_t * z)
 }
 
 /* Receive fast path: a view of the current DATA frame's unread bytes, valid
- * until zc_consume.  1: *buf, *len set; 0: nothing has arrived; -1: use
- * zc_getv (a rendezvous or control message is under way, or the next frame
- * is not DATA; an error shows there too). */
-static inline int zc_peek(zc_conn_t * z, const void **buf, size_t *len)
+ * until zc_consume (rb_peek_t; RB_PEEK_SLOW: use zc_getv, a rendezvous or
+ * control message is under way, or the next frame is not DATA; an error
+ * shows there too). */
+static inline rb_peek_t zc_peek(zc_conn_t * z, const void **buf, size_t *len)
 {
     if (z->rx.active || z->rx.fin_due || z->tx.pushed_due)
-        return -1;
+        return RB_PEEK_SLOW;
     return rb_pipe_view(z->pipe, buf, len);
 }
 

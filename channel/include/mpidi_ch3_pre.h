@@ -4,7 +4,7 @@
 #ifndef MPIDI_CH3_PRE_H_INCLUDED
 #define MPIDI_CH3_PRE_H_INCLUDED
 
-#include "rdma_link.h"
+#include <stdint.h>
 
 #undef MPID_USE_SEQUENCE_NUMBERS
 /* Process groups travel as strings in connect/accept (ch3u_port.c), as
@@ -15,6 +15,25 @@ typedef struct {
     int dummy;
 } MPIDI_CH3I_CH_comm_t;
 
+/* The VC's link (rdma_link_t, src/core/rdma_link.h: transport connection,
+ * pipe, rendezvous) held in place but opaque: MPICH's translation units see
+ * its size only, the channel reaches it through MPIDI_CH3I_link(vc)
+ * (src/ch3/rdma_glue.h, which checks size and alignment).  In place, not
+ * behind a pointer: the pipe's hot fields keep their cache lines in the VC. */
+#define MPIDI_CH3I_LINK_BYTES 6432
+typedef union MPIDI_CH3I_link_space {
+    unsigned char bytes[MPIDI_CH3I_LINK_BYTES];
+    uint64_t align;
+} MPIDI_CH3I_link_space_t;
+
+/* Where a VC's close stands (ch3_progress.c, ch3_fail.c). */
+enum MPIDI_CH3I_term {
+    MPIDI_CH3I_TERM_NONE = 0,
+    MPIDI_CH3I_TERM_CLOSED = 1,         /* CH3's close protocol done */
+    MPIDI_CH3I_TERM_DOWN = 2,           /* torn down */
+    MPIDI_CH3I_TERM_FAILED = 3          /* its peer failed (MPIDI_CH3I_VC_fail) */
+};
+
 /* Per-VC channel state.  All fields are protected by the global critical
  * section that every CH3 entry point holds. */
 typedef struct MPIDI_CH3I_VC {
@@ -23,12 +42,12 @@ typedef struct MPIDI_CH3I_VC {
     struct MPIR_Request *recv_active;   /* request whose data is arriving */
     void *pkt;                  /* header being assembled (MPIDI_CH3_Pkt_t) */
     size_t pkt_off;             /* bytes of *pkt already read */
-    rdma_link_t conn;           /* transport connection, pipe, rendezvous */
+    MPIDI_CH3I_link_space_t link;       /* MPIDI_CH3I_link(vc) */
     struct MPIDI_VC *next_ready;        /* list of READY VCs polled by progress */
     /* packed into the 8 bytes two ints took before accept_tag: the VC
      * keeps its size, and the hot fields of pg->vct[] their placement */
     unsigned char on_ready_list;
-    unsigned char terminating;  /* 1: close protocol done, 2: torn down */
+    unsigned char terminating;  /* enum MPIDI_CH3I_term */
     int accept_tag;             /* a connect-to-root accepted here: its port
                                  * tag + 1 until READY, when it goes to CH3's
                                  * accept queue; 0: none */

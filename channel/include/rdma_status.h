@@ -34,7 +34,7 @@ typedef enum rdma_status {
 
 /* The per-message path's functions (a send, a progress pass, an arrival):
  * GCC puts them together in .text.hot, 4 pages instead of about 13 spread
- * through libmpi (README, the verbs latency analysis; ChangeLog). */
+ * through libmpi (docs/results/verbs-vm.md, the verbs latency analysis). */
 #define RDMA_HOT __attribute__ ((hot))
 
 /* Room for one diagnosis line. */

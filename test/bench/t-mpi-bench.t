@@ -6,7 +6,7 @@
 plan 9
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-"$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/test/bench/mpi_bench.c" ||
+"$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
     { echo "Bail out! cannot compile mpi_bench"; exit 1; }
 row='^(latency|bw|bibw|msgrate|spectrum) +[0-9]+ +[0-9.]+ +[0-9.]+$'
 run=("$P/bin/mpiexec" -n 2 "$W/mpi_bench" --reps 1)
@@ -20,13 +20,13 @@ n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
 # mpi_mem (npb-scripts/mem-table.sh): one line, Pss summed over 4 ranks > 4 x the largest
-"$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/test/bench/mpi_mem.c" ||
+"$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/npb-scripts/progs/mpi_mem.c" ||
     { echo "Bail out! cannot compile mpi_mem"; exit 1; }
 line=$(timeout 300 "$P/bin/mpiexec" -n 4 "$W/mpi_mem" 20 4096 | grep '^mem ')
 awk 'NF == 7 && $1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 && $7 >= 0 { ok = 1 }
     END { exit !ok }' <<< "$line"
 ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max, ring KiB (3 x 512 KiB) and device KiB ($line)"
-gcc -O2 -o "$W/ring_walk" "$TOP/test/bench/ring_walk.c" ||
+gcc -O2 -o "$W/ring_walk" "$TOP/npb-scripts/progs/ring_walk.c" ||
     { echo "Bail out! cannot compile ring_walk"; exit 1; }
 n=$("$W/ring_walk" 1 5000 128 16384 | grep -Ec '^ +(128 +[0-9.]+ +1\.00|16384 +[0-9.]+ +[0-9.]+)$')
 [ "$n" = 2 ]; ok $? "ring_walk: one row per window, ratios to the first (got $n rows)"

@@ -66,7 +66,7 @@
  *                       MPIX_ERR_PROC_FAILED after T s" if that failed so.
  *                       (A passive-target epoch with a dead target waits
  *                       forever instead, with ch3:nemesis too: CH3's RMA
- *                       waits for the lock grant or the ack, README.)
+ *                       waits for the lock grant or the ack, docs/observability.md.)
  *
  * Timings are printed, never asserted here: the test scripts compare them
  * with MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT.

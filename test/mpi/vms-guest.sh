@@ -86,7 +86,7 @@ netem_check() {
 netem_check "loss 1% delay 5ms" "1% loss and 5 ms delay on the link"
 # Jitter as a queue makes it (rate: each packet leaves after the one before, so none
 # overtakes another; netem's jitter alone reorders packets, which no single Ethernet path
-# does and RC's go-back-N cannot carry: README, "Failures").
+# does and RC's go-back-N cannot carry: docs/observability.md, "Failures").
 netem_check "delay 5ms 5ms rate 1gbit" "5 +- 5 ms jitter on the link"
 netem_check "loss 1% delay 5ms 5ms rate 1gbit" "1% loss and 5 +- 5 ms jitter on the link"
 

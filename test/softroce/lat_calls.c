@@ -2,7 +2,7 @@
  * lat_calls.c: LAT_CALLS for verbs_selftest lat. 256 distinct functions of a few
  * instructions; lat_calls_run(n) calls the first n through a table, a stand-in for the
  * code an MPI stack runs once per message. Under qemu's TCG such code costs far more than
- * in a loop (README: "Code run once per message is dear here").
+ * in a loop (docs/results/verbs-vm.md: "Code run once per message is dear here").
  */
 #include "lat_calls.h"
 

@@ -30,10 +30,10 @@ static rdma_link_t *t_link_of(void *arg, int rank)
     return rank >= 0 && rank < nranks ? &((rank_t *) arg)->link[rank] : NULL;
 }
 
-static int t_card_of(void *arg, int rank, char *buf, size_t len)
+static rdma_status_t t_card_of(void *arg, int rank, char *buf, size_t len)
 {
     (void) arg;
-    return snprintf(buf, len, "%s", R[rank].card) >= (int) len;
+    return snprintf(buf, len, "%s", R[rank].card) >= (int) len ? RDMA_ERR_INVAL : RDMA_OK;
 }
 
 static void t_ready(void *arg, rdma_link_t * l)

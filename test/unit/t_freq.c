@@ -1,5 +1,5 @@
 /*
- * t_freq: unit tests of the frequent-buffer table (zcopy/freq, seed 001):
+ * t_freq: unit tests of the frequent-buffer table (reg/freq, P2):
  * counting per (address, length), the register-after threshold, chaining
  * under a small table, the growth stop, and the paper's threshold formula.
  */

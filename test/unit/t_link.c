@@ -29,10 +29,10 @@ static rdma_conn_t *t_conn_of(void *arg, int rank)
     return rank >= 0 && rank < 2 ? &((node_t *) arg)->link[rank].xc : NULL;
 }
 
-static int t_card_of(void *arg, int rank, char *buf, size_t len)
+static rdma_status_t t_card_of(void *arg, int rank, char *buf, size_t len)
 {
     (void) arg;
-    return snprintf(buf, len, "fake.%d", rank) >= (int) len;
+    return snprintf(buf, len, "fake.%d", rank) >= (int) len ? RDMA_ERR_INVAL : RDMA_OK;
 }
 
 static int t_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)

@@ -1139,7 +1139,7 @@ static void t_rx_maybe(rb_mode_t mode, int completion, const char *name)
     is_int(n, 5, "rx_maybe (%s): 0 when empty, 1 from arrival until consumed", name);
 }
 
-/* ---- superpipeline (seeds 000/002) ---- */
+/* ---- superpipeline (P1) ---- */
 
 static rb_config_t sp_cfg(size_t ring, size_t c0, double q, size_t max)
 {

@@ -1,5 +1,5 @@
 /*
- * t_rhelper: TAP test of seed 004's registration helper (rhelper.h) over a
+ * t_rhelper: TAP test of P4's registration helper (rhelper.h) over a
  * fake clock and a fake backend: a first use is dropped at once; periodic
  * uses are dropped and registered again before the next one; uses too
  * close together stay registered; call sites with different periods are

@@ -134,16 +134,23 @@ static void link_fill(const scen_t * sc, rdma_link_config_t * link)
     }
 }
 
+/* The verbs transport's own settings of the last conform_params (each
+ * process opens one transport at a time); shm ignores them. */
+static rdma_verbs_params_t conform_vp;
+
 void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
 {
     memset(prm, 0, sizeof(*prm));
+    conform_vp = (rdma_verbs_params_t) {.device = conform_t->device, .gid_index = -1,
+        .inline_size = sc->inline_size, .force_completion = sc->force_completion,
+        .timeout = sc->timeout, .pinned_max_bytes = sc->pinned_max };
+    prm->own = &conform_vp;
     prm->rank = nd ? nd->rank : 0;
     prm->size = sc->nprocs;
     prm->job = conform_t->job;
     prm->ring_size = sc->ring;
     prm->chunk_size = 256;
     prm->ring_max = sc->grow;
-    prm->pinned_max_bytes = sc->pinned_max;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
         rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, nd };
@@ -152,11 +159,6 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
         prm->size = 1;
         prm->job = nd->job;
     }
-    prm->device = conform_t->device;
-    prm->gid_index = -1;
-    prm->inline_size = sc->inline_size;
-    prm->force_completion = sc->force_completion;
-    prm->timeout = sc->timeout;
 }
 
 rdma_status_t conform_open(node_t * nd, const scen_t * sc, int rank, char *card, char *err,
@@ -446,11 +448,13 @@ static void rank_connect(node_t * nd)
         conform_say(nd, "D rank 0 -> %d: %s", p, desc);
     }
     if (nd->rank == 0) {
-        const char *m;
+        const char *m, *io;
 
         conform_t->ops->describe(&nd->conns[1].xc, desc, sizeof(desc));
         m = strstr(desc, "mode=");
-        conform_say(nd, "M %.*s", m ? (int) strcspn(m + 5, " ") : 7, m ? m + 5 : "unknown");
+        io = strstr(desc, "in_order=");
+        conform_say(nd, "M %.*s %.*s", m ? (int) strcspn(m + 5, " ") : 7, m ? m + 5 : "unknown",
+                    io ? (int) strcspn(io + 9, " (") : 1, io ? io + 9 : "-");
     }
 }
 
@@ -611,7 +615,7 @@ typedef struct group {
     const scen_t *sc;
     child_t ch[CONFORM_MAXP];
     double t_kill, t_peer, t_start;
-    char peer_msg[512], mode[32];
+    char peer_msg[512], mode[32], in_order[16];       /* rank 0's first connection */
     int failed, ncards, open_err;
 } group_t;
 
@@ -630,7 +634,8 @@ static void group_line(group_t * g, int r, const char *l)
         diag("%s", l + 2);
         break;
     case 'M':
-        str_copy(g->mode, sizeof(g->mode), l + 2);
+        if (sscanf(l + 2, "%31s %15s", g->mode, g->in_order) != 2)
+            g->in_order[0] = '\0';
         break;
     case 'K':
         g->t_kill = atof(l + 2);
@@ -809,7 +814,9 @@ static void run_stream(const scen_t * sc, const char *desc, int default_mode)
     if (!default_mode)
         return;
     if (!strcmp(g.mode, "flag-poll")) {
-        ok(1, "flag polling chosen: the device reports in-order RDMA writes");
+        ok(!conform_t->ops->wire || !strcmp(g.in_order, "1/1")
+           || getenv("CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER"), "flag polling chosen: %s",
+           conform_t->ops->wire ? "both ends report in-order RDMA writes" : "shared memory");
         return;
     }
     diag("the device does not report in-order RDMA writes: flag polling not used");

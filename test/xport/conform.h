@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include "rdma_link.h"
+#include "rdma_xport_verbs.h"  /* rdma_verbs_params_t: prm.own */
 
 #define CONFORM_MAXP 4
 #define CONFORM_CARD_LEN 256

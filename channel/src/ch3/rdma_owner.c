@@ -1,0 +1,256 @@
+/*
+ * rdma_owner.c -- what the channel core asks of CH3, its owner
+ * (rdma_chan_owner_t): the link of a rank, a rank's business card, a link
+ * that became READY (the ready list progress polls, CH3's accept queue) or
+ * FAILED (ch3_fail.c), and the links to processes outside the job.
+ *
+ * Dynamic processes (spawn, connect/accept): VCs of other process groups
+ * and CH3's temporary connect-to-root VCs are links outside the job
+ * (rdma_chan_dyn_add), connected on first use like the others.  A
+ * connecting process presents a hello (rdma_conn_t): "g:<pg id>:<rank>:
+ * <its token>" for a VC of its group, "p:<port tag>:<our token>" for a
+ * port, whose name carries our business card (MPIDI_CH3_Get_business_card).
+ * Hellos without the right token are refused: a port name is a capability.
+ */
+#include "rdma_glue.h"
+
+static rdma_link_t *rdma_owner_link_of(void *arg, int rank)
+{
+    MPIDI_PG_t *pg = MPIDI_CH3I_RDMA_pg;
+
+    (void) arg;
+    return rank >= 0 && rank < pg->size ? MPIDI_CH3I_link(&pg->vct[rank]) : NULL;
+}
+
+/* CH3's P<rank>-businesscard key, published by MPIDI_PG_SetConnInfo. */
+static rdma_status_t rdma_owner_card_of(void *arg, int rank, char *buf, size_t len)
+{
+    (void) arg;
+    if (MPIDI_PG_GetConnString(MPIDI_CH3I_RDMA_pg, rank, buf, (int) len) == MPI_SUCCESS)
+        return RDMA_OK;
+    return rdma_say(buf, len, RDMA_ERR_PEER, "no business card for rank %d", rank);
+}
+
+static void rdma_owner_ready(void *arg, rdma_link_t * l)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+
+    (void) arg;
+    if (vc->ch.terminating == MPIDI_CH3I_TERM_FAILED) {
+        rdma_link_quiesce(l);   /* connected after its process was reported dead */
+        return;
+    }
+    /* A passively connected VC takes part in CH3's close protocol too. */
+    if (vc->state == MPIDI_VC_STATE_INACTIVE)
+        MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
+    if (!vc->ch.on_ready_list) {
+        vc->ch.on_ready_list = 1;
+        vc->ch.next_ready = MPIDI_CH3I_ready_vcs;
+        MPIDI_CH3I_ready_vcs = vc;
+    }
+    if (vc->ch.accept_tag) {
+        int tag = vc->ch.accept_tag - 1;
+
+        vc->ch.accept_tag = 0;
+        if (MPIDI_CH3I_Acceptq_enqueue(vc, tag) != MPI_SUCCESS)
+            fprintf(stderr, "[ch3:rdma] a connection to port tag %d could not be queued\n", tag);
+    }
+}
+
+/* Progress stops polling vc. */
+void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc)
+{
+    MPIDI_VC_t **pp;
+
+    for (pp = &MPIDI_CH3I_ready_vcs; *pp; pp = &(*pp)->ch.next_ready)
+        if (*pp == vc) {
+            *pp = vc->ch.next_ready;
+            break;
+        }
+    vc->ch.on_ready_list = 0;
+}
+
+/* --- dynamic processes: links outside the job -------------------------- */
+
+/* Who we are to VCs of other process groups (set at init). */
+static char rdma_hello[256];
+
+void MPIDI_CH3I_RDMA_hello_init(MPIDI_PG_t * pg, int pg_rank)
+{
+    snprintf(rdma_hello, sizeof(rdma_hello), "g:%s:%d:%s", (const char *) pg->id, pg_rank,
+             MPIDI_CH3I_chan.token);
+}
+
+/* A link outside the job that CH3 closed (MPI_Comm_disconnect) is used
+ * again (connect/accept between the same groups): a new connection. */
+static void rdma_owner_reopen(MPIDI_VC_t * vc)
+{
+    vc->ch.terminating = MPIDI_CH3I_TERM_NONE;
+    vc->ch.recv_active = NULL;
+    vc->ch.pkt_off = 0;
+    rdma_chan_dyn_reopen(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
+}
+
+/* vc (of another process group) is about to connect: its card from the
+ * group's connection strings (exchanged by CH3's connect/accept), or it
+ * was closed before. */
+static rdma_status_t rdma_owner_resolve(void *arg, rdma_link_t * l)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+    char card[sizeof(MPIDI_CH3I_RDMA_card)];
+
+    (void) arg;
+    if (l->xc.state == RDMA_CONN_CLOSED) {
+        rdma_owner_reopen(vc);
+        return RDMA_OK;
+    }
+    if (!vc->pg || vc->pg == MPIDI_CH3I_RDMA_pg
+        || MPIDI_PG_GetConnString(vc->pg, vc->pg_rank, card, sizeof(card)) != MPI_SUCCESS)
+        return rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
+                        "no business card for rank %d of process group %s", vc->pg_rank,
+                        vc->pg ? (const char *) vc->pg->id : "(none)");
+    return rdma_chan_dyn_add(&MPIDI_CH3I_chan, l, card, rdma_hello);
+}
+
+/* A connect-to-root for the port with that tag: a new VC for CH3's accept
+ * queue (rdma_owner_ready). */
+static rdma_link_t *rdma_owner_accept_root(int tag)
+{
+    MPIDI_VC_t *vc = MPL_malloc(sizeof(MPIDI_VC_t), MPL_MEM_ADDRESS);
+
+    if (!vc)
+        return NULL;
+    MPIDI_VC_Init(vc, NULL, 0);
+    vc->ch.accept_tag = tag + 1;
+    if (vc->ch.pkt
+        && rdma_chan_dyn_add(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), NULL, NULL) == RDMA_OK)
+        return MPIDI_CH3I_link(vc);
+    MPIDI_CH3_VC_Destroy(vc);
+    MPL_free(vc);
+    return NULL;
+}
+
+/* The token of process group pg's rank r (its card), or "". */
+static void rdma_owner_token(MPIDI_PG_t * pg, int r, char *token, size_t len)
+{
+    char card[sizeof(MPIDI_CH3I_RDMA_card)];
+
+    if (MPIDI_PG_GetConnString(pg, r, card, sizeof(card)) != MPI_SUCCESS
+        || rdma_chan_card_token(card, "token", token, len))
+        token[0] = '\0';
+}
+
+/* A hello from a process outside the job (rdma_chan_owner_t.accept). */
+static rdma_link_t *rdma_owner_accept(void *arg, const char *who)
+{
+    char id[256], token[64], theirs[64];
+    int tag, rank, n = 0;
+    MPIDI_PG_t *pg;
+    MPIDI_VC_t *vc;
+
+    (void) arg;
+    if (sscanf(who, "p:%d:%63s%n", &tag, token, &n) == 2 && !who[n])
+        return strcmp(token, MPIDI_CH3I_chan.token) ? NULL : rdma_owner_accept_root(tag);
+    if (sscanf(who, "g:%255[^:]:%d:%63s%n", id, &rank, token, &n) != 3 || who[n])
+        return NULL;
+    if (MPIDI_PG_Find(id, &pg) != MPI_SUCCESS || !pg)
+        return RDMA_LINK_LATER;         /* CH3 is still distributing that group */
+    if (pg == MPIDI_CH3I_RDMA_pg || rank < 0 || rank >= pg->size)
+        return NULL;
+    rdma_owner_token(pg, rank, theirs, sizeof(theirs));
+    vc = &pg->vct[rank];
+    if (strcmp(token, theirs))
+        return NULL;
+    if (MPIDI_CH3I_link(vc)->xc.state == RDMA_CONN_READY
+        && (vc->ch.terminating || vc->state != MPIDI_VC_STATE_ACTIVE))
+        return RDMA_LINK_LATER;         /* our end of the close is still draining */
+    if ((!MPIDI_CH3I_link(vc)->xc.ops || MPIDI_CH3I_link(vc)->xc.state == RDMA_CONN_CLOSED)
+        && rdma_owner_resolve(NULL, MPIDI_CH3I_link(vc)) != RDMA_OK)
+        return NULL;
+    return MPIDI_CH3I_link(vc);
+}
+
+/* CH3 frees a VC: a link outside the job is forgotten (its connection
+ * closed); a world VC keeps its link until finalize. */
+void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc)
+{
+    MPIDI_CH3I_RDMA_ready_drop(vc);
+    rdma_chan_dyn_del(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
+}
+
+/* A port name: the tag CH3 put there, then our card (the token in it is
+ * what MPIDI_CH3_Connect_to_root presents). */
+int MPIDI_CH3_Get_business_card(int myRank, char *value, int length)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPL_UNREFERENCED_ARG(myRank);
+    if (MPL_str_add_string_arg(&value, &length, "rdma", MPIDI_CH3I_RDMA_card) != MPL_SUCCESS)
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**buscard_len");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* A new VC connecting to the process that opened port_name; CH3 then
+ * waits for that process to accept (ch3u_port.c). */
+int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
+{
+    int mpi_errno = MPI_SUCCESS, tag;
+    char card[sizeof(MPIDI_CH3I_RDMA_card)], token[64], hello[96];
+    MPIDI_VC_t *vc;
+    rdma_status_t st;
+
+    *new_vc = NULL;
+    if (MPL_str_get_string_arg(port_name, "rdma", card, sizeof(card)) != MPL_SUCCESS
+        || rdma_chan_card_token(card, "token", token, sizeof(token)))
+        MPIR_ERR_SETANDJUMP1(mpi_errno, MPI_ERR_PORT, "**ch3|rdma|port", "**ch3|rdma|port %s",
+                             port_name);
+    mpi_errno = MPIDI_GetTagFromPort(port_name, &tag);
+    MPIR_ERR_CHECK(mpi_errno);
+    vc = MPL_malloc(sizeof(MPIDI_VC_t), MPL_MEM_ADDRESS);
+    MPIR_ERR_CHKANDJUMP(!vc, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    MPIDI_VC_Init(vc, NULL, 0);
+    MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
+    *new_vc = vc;
+    snprintf(hello, sizeof(hello), "p:%d:%s", tag, token);
+    st = rdma_chan_dyn_add(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), card, hello);
+    if (st == RDMA_OK)
+        st = rdma_chan_connect(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
+    mpi_errno = rdma_mpi_errno(st, RDMA_AT_RUN);
+    MPIR_ERR_CHECK(mpi_errno);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    if (*new_vc) {
+        MPIDI_CH3_VC_Destroy(*new_vc);
+        MPL_free(*new_vc);
+        *new_vc = NULL;
+    }
+    goto fn_exit;
+}
+
+/* A failed connection fails its VC (ch3_fail.c; not after its close
+ * handshake): at once, or if it was READY once its frames are read
+ * (rdma_channel.c: rdma_vc_errno).  Of a temporary VC it is the MPI call's error while
+ * CH3 uses the VC. */
+static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+
+    (void) arg;
+    if (!MPIDI_CH3I_RDMA_vc_of_group(vc))
+        return vc->state != MPIDI_VC_STATE_ACTIVE && vc->state != MPIDI_VC_STATE_INACTIVE
+            ? RDMA_OK : rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
+                                 "%s", l->xc.why);
+    if (vc->ch.on_ready_list || MPIDI_CH3I_VC_fail(vc, l->xc.why) == MPI_SUCCESS)
+        return RDMA_OK;
+    return rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_SYS,
+                    "completing the operations of a failed connection failed (%s)", l->xc.why);
+}
+
+const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner = {
+    rdma_owner_link_of, rdma_owner_card_of, rdma_owner_ready, rdma_owner_failed,
+    rdma_owner_resolve, rdma_owner_accept, NULL
+};

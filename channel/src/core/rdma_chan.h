@@ -1,0 +1,263 @@
+/*
+ * rdma_chan: the channel's core -- the paper's five functions (P3
+ * sec. 2.2) over the links of one process, in plain C (no MPICH): which
+ * transport serves each peer, opening the transports and composing this
+ * process's business card, connecting on first use, put/get, polling,
+ * the blocking-wait decision and finalize.  rdma_channel.c is the thin
+ * CH3 glue around it (process group, VCs, MPICH errors); test/unit/t_chan.c
+ * drives it over the fake transport.
+ *
+ * The owner keeps one rdma_link_t per rank (for CH3: in the VC) and hands
+ * them out through link_of; it hears of a link becoming READY through
+ * ready().  Transports are passed in (ops[RDMA_XP_SHM], ops[RDMA_XP_VERBS])
+ * so that a test can put fakes in their place.
+ *
+ * Errors: rdma_status_t; the diagnosis of the failing call is in ch->msg
+ * (a connection's own in l->xc.why).
+ *
+ * Threading: the owner serialises every call (today: MPICH's global
+ * critical section).  rdma_chan_open starts the channel thread
+ * (rdma_thread.h) when a transport has background work (bg_fds);
+ * rdma_chan_finalize stops it before the transports go.  The thread runs
+ * only the transports' bg_run, under their own locks.
+ */
+#ifndef RDMA_CHAN_H_INCLUDED
+#define RDMA_CHAN_H_INCLUDED
+
+#include "rdma_config.h"
+
+typedef struct rdma_chan rdma_chan_t;
+
+/* One transport in use: its ops, its instance, the card key naming it
+ * and the protocol settings of its links (ev.arg of its events). */
+typedef struct rdma_chan_xport {
+    const rdma_xport_ops_t *ops;
+    rdma_xport_t *xp;           /* NULL: not opened (no peer needs it) */
+    const char *key;            /* "shm", "ib" */
+    rdma_chan_t *ch;
+} rdma_chan_xport_t;
+
+/* What the owner provides. */
+typedef struct rdma_chan_owner {
+    rdma_link_t *(*link_of) (void *arg, int rank);      /* NULL: no such peer */
+    /* rank's whole business card (";"-separated "<key>:<fragment>") */
+    rdma_status_t (*card_of) (void *arg, int rank, char *buf, size_t len);
+    void (*ready) (void *arg, rdma_link_t * l);
+    /* Link l is FAILED (l->xc.why says why): told on every poll that
+     * finds a transport reporting a failure, so it must be idempotent.
+     * The owner decides what it means (nothing once its use of l ended:
+     * a peer may exit after the close handshake). */
+    rdma_status_t (*failed) (void *arg, rdma_link_t * l);
+    /* Peers outside the job (dynamic processes).  resolve: l is about to
+     * connect but is not known to the core yet (add it: rdma_chan_dyn_add)
+     * or was CLOSED (rdma_chan_dyn_reopen).
+     * accept: a process outside the job connects presenting `who`: its
+     * link (added; without a card, the accepting transport serves it),
+     * NULL to refuse, RDMA_LINK_LATER to be asked again.  Either may be
+     * NULL: none. */
+    rdma_status_t (*resolve) (void *arg, rdma_link_t * l);
+    rdma_link_t *(*accept) (void *arg, const char *who);
+    void *arg;
+} rdma_chan_owner_t;
+
+/* owner.accept: not yet (a sentinel, never dereferenced). */
+#define RDMA_LINK_LATER ((rdma_link_t *) (uintptr_t) 1)
+
+/* A link to a peer outside the job: peer id size + its index. */
+typedef struct rdma_chan_dyn {
+    rdma_link_t *l;             /* NULL: free */
+    char *card, *hello;         /* the peer's business card; who we are to it */
+} rdma_chan_dyn_t;
+
+struct rdma_chan {
+    rdma_chan_config_t cfg;
+    int rank, size;
+    const char *job;
+    rdma_chan_xport_t xp[RDMA_XP_N];
+    rdma_chan_owner_t owner;
+    /* links, dyn, host, token: the owner's thread only (the channel
+     * thread runs bg_run and conn_of, which never read them) */
+    int links[RDMA_XP_N];       /* links each transport serves */
+    /* idle rings (rdma_chan_idle_check): an open transport's rings can
+     * grow and RING_IDLE is set */
+    int ring_idle_on;
+    /* rdma_chan_poll (owner only): the transports polled on every call
+     * (bit k: open, serving links, progress carries data; set by
+     * rdma_chan_poll_plan whenever links[] changes), and the calls so far:
+     * the others are polled when it is 0 mod 64, the clock read for idle
+     * rings when 0 mod 4096 */
+    unsigned poll_every, polls;
+    rdma_chan_dyn_t *dyn;       /* [ndyn] */
+    int ndyn;
+    char host[72];              /* host:<name> in the card: who shares shm */
+    char token[24];             /* token:<hex> in the card: this process's
+                                 * secret (rdma_chan_open) */
+    rdma_thread_t thread;       /* the channel thread (owner only) */
+    char msg[RDMA_MSG_LEN];     /* why the last call failed */
+    char xp_why[RDMA_XP_N][RDMA_MSG_LEN];       /* xp[k] not opened: why (cold,
+                                                 * off the poll's cache lines) */
+    double ring_next;           /* when rdma_chan_idle_check looks next */
+};
+
+/* Set up ch (nothing opened yet); ops[k] serves transport k. */
+void rdma_chan_init(rdma_chan_t * ch, const rdma_chan_config_t * cfg,
+                    const rdma_xport_ops_t * const ops[RDMA_XP_N], int rank, int size,
+                    const char *job, const rdma_chan_owner_t * owner);
+
+/* Choose each peer's transport from node[rank] (its node id): shm on this
+ * node, verbs to the others, unless cfg.transport says otherwise. */
+rdma_status_t rdma_chan_assign(rdma_chan_t * ch, const int *node);
+
+/* Open the transports some peer needs, and for peers outside the job
+ * (dynamic processes) shm unless cfg.transport is verbs and verbs unless
+ * it is shm (if it can: no device is no error here); start the channel
+ * thread if one has background work; card = this process's business card:
+ * the opened transports' fragments, host:<name> and token:<secret>. */
+rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
+
+/* Stop the channel thread, close every link and finalize the transports
+ * (verbose: reports first). */
+rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
+
+/* What the channel publishes through MPI_T: sums over its links (since
+ * they were bound) and its open transports. */
+typedef struct rdma_chan_counters {
+    uint64_t ring_frames, ring_writes;  /* frames sent; transport writes of them */
+    uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
+    uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
+    uint64_t eager_zcopy_sends; /* eager sends whose payload went from user memory */
+    uint64_t ring_grows;        /* moves of a send side to a larger ring */
+    uint64_t ring_shrinks;      /* ... back to the first size (idle) */
+    uint64_t ring_bytes;        /* receive rings, and send stages that are not
+                                 * the peer's ring (verbs), now */
+    rdma_xport_counters_t xp;
+} rdma_chan_counters_t;
+
+/* Same caller rule as every other call: the owner serialises it. */
+void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
+
+/* Peers outside the job (dynamic processes): give l a peer id and the
+ * transport its card calls for (shm on this host, else verbs), remembering
+ * card and hello (rdma_conn_t); card NULL: l will be
+ * accepted, not connected.  reopen: l, CLOSED by the owner's close
+ * protocol, is used again: its connection is released and l is IDLE
+ * (each connection outside the job has memory of its own).  del closes
+ * l's connection and forgets it. */
+rdma_status_t rdma_chan_dyn_add(rdma_chan_t * ch, rdma_link_t * l, const char *card,
+                                const char *hello);
+void rdma_chan_dyn_reopen(rdma_chan_t * ch, rdma_link_t * l);
+void rdma_chan_dyn_del(rdma_chan_t * ch, rdma_link_t * l);
+
+/* Start connecting l (a no-op once connecting or READY). */
+rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l);
+
+/* rdma_chan_poll's call n when it polls a transport. */
+rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n);
+
+/* Progress the transports (poll_every on each call, the others every 64th);
+ * a failed link is told to the owner (owner.failed), not returned. */
+static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
+{
+    unsigned n = ++ch->polls;
+
+    return ch->poll_every || !(n & 63) ? rdma_chan_poll_due(ch, n) : RDMA_OK;
+}
+
+/* Out of line: connect first, or say why a put/get failed. */
+rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,
+                                 int n, size_t *nbytes);
+rdma_status_t rdma_chan_fail(rdma_chan_t * ch, rdma_link_t * l, rdma_status_t st);
+
+/* Put up to the iov total into l's pipe; *nbytes = bytes accepted (0 while
+ * connecting, while the ring is full or the peer still pulls: zc.h). */
+static inline rdma_status_t rdma_chan_putv(rdma_chan_t * ch, rdma_link_t * l,
+                                           const struct iovec *iov, int n, size_t *nbytes)
+{
+    rdma_status_t st;
+
+    if (l->xc.state != RDMA_CONN_READY)
+        return rdma_chan_put_slow(ch, l, iov, n, nbytes);
+    st = rdma_link_putv(l, iov, n, nbytes);
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* rdma_chan_putv of len bytes in two steps, for a caller that copies them
+ * in itself: where they go in l's pipe, or NULL (not READY, or not the
+ * small-message path: use rdma_chan_putv); then rdma_chan_commit. */
+static inline void *rdma_chan_claim(rdma_link_t * l, size_t len)
+{
+    return l->xc.state == RDMA_CONN_READY ? rdma_link_claim(l, len) : NULL;
+}
+
+static inline __attribute__ ((always_inline))
+rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
+{
+    rdma_status_t st = rdma_link_commit(l, len);
+
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* Read what l's peer has put into the iov; *nbytes may be 0.  A FAILED
+ * link keeps giving what its peer wrote before, then RDMA_ERR_PEER if its
+ * owner set l->fail_reads, else nothing more. */
+static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
+                                           const struct iovec *iov, int n, size_t *nbytes)
+{
+    rdma_status_t st = rdma_link_getv(l, iov, n, nbytes);
+
+    if (st == RDMA_OK && *nbytes == 0 && l->xc.state == RDMA_CONN_FAILED && l->fail_reads)
+        st = RDMA_ERR_PEER;     /* read all the peer wrote: now its failure */
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* Receive fast path: a view of what l's peer has put, valid until
+ * rdma_chan_consume (rb_peek_t; RB_PEEK_SLOW: rdma_chan_getv). */
+static inline rb_peek_t rdma_chan_peek(rdma_link_t * l, const void **buf, size_t *len)
+{
+    return l->xc.state == RDMA_CONN_READY ? rdma_link_peek(l, buf, len) : RB_PEEK_SLOW;
+}
+
+/* Do l's frames cross a NIC, where every byte costs?  (Known from init.) */
+static inline int rdma_chan_over_wire(const rdma_link_t * l)
+{
+    return l->xc.ops && l->xc.ops->wire;
+}
+
+static inline rdma_status_t rdma_chan_consume(rdma_chan_t * ch, rdma_link_t * l, size_t n)
+{
+    rdma_status_t st = rdma_link_consume(l, n);
+
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
+}
+
+/* Blocking wait, step 1 (after `over` idle polls past the spin phase):
+ * arm the transport that can wake us and say how long to sleep; returns
+ * the armed transport's index or -1 (then just sleep *us). */
+int rdma_chan_wait_arm(rdma_chan_t * ch, unsigned long over, int threaded, long *us);
+/* Step 2: sleep in transport k (-1: nanosleep) for up to us, or, when the
+ * last poll moved something, disarm k instead (sleep = 0). */
+void rdma_chan_wait(rdma_chan_t * ch, int k, long us, int sleep);
+
+/* Idle polls before blocking: cfg.poll_spins, or none when the node's
+ * `local` ranks share `cores` CPUs (oversubscribed: the union of their
+ * CPU sets, rdma_chan_cpus_t), else more with node peers than without
+ * (rdma_chan_wait.c). */
+int rdma_chan_spins(const rdma_chan_config_t * cfg, int local, int cores);
+
+/* A CPU set as node peers exchange it: CPUs 0..RDMA_CHAN_CPUS_MAX-1.  As
+ * text, character k is the hex digit of CPUs 4k..4k+3 (lowest bit the
+ * lowest CPU), up to the last non-zero digit. */
+enum { RDMA_CHAN_CPUS_MAX = 1024 };
+typedef struct rdma_chan_cpus {
+    uint64_t w[RDMA_CHAN_CPUS_MAX / 64];
+} rdma_chan_cpus_t;
+/* 0, or -1 when len is too small. */
+int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, char *buf, size_t len);
+/* OR the set `text` describes into *s; 0, or -1 (not a set: *s unchanged). */
+int rdma_chan_cpus_merge(rdma_chan_cpus_t * s, const char *text);
+int rdma_chan_cpus_count(const rdma_chan_cpus_t * s);
+
+/* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
+int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len);
+
+#endif /* RDMA_CHAN_H_INCLUDED */

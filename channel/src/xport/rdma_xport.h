@@ -1,0 +1,238 @@
+/*
+ * rdma_xport: what a transport (shm, verbs) provides under the channel.
+ *
+ * Plain C, no MPICH.  The layer below the protocol (docs/design.md):
+ * the owner (the channel, rdma_link.c, or a test) calls down through this
+ * table and hears back only through the events it registered in
+ * rdma_xport_params_t.  A transport never names the pipe or the rendezvous:
+ * it owns the memory a connection's pipe runs over (ring, stage, head/tail
+ * words; handed up with the bind event) and implements the two ops tables
+ * those protocols call downward (pipe_ops: make stage bytes visible at the
+ * peer; zc: expose, pull, push), both with ctx = c->priv.
+ *
+ * Lifecycle:
+ *   open()      once per process; returns this process's business-card
+ *               fragment (one token without spaces), published by the owner
+ *               (PMI KVS via CH3's business card) before anyone connects.
+ *   connect()   starts connecting c->peer (asynchronous); progress() later
+ *               calls ev.bind() (the pipe memory is known; arrivals may be
+ *               reported from now on), then moves c to RDMA_CONN_READY and
+ *               calls ev.ready().  A peer may also connect to us: progress()
+ *               then asks the owner for the object with ev.conn_of() and
+ *               readies it.  Whoever connects first wins; both sides end up
+ *               READY once.
+ *               Peers outside the job (dynamic processes) have ids from
+ *               prm.size up, given by the owner, and c->hello set: what this
+ *               side presents when it connects.  The peer's progress()
+ *               hands it to its owner (ev.accept), which answers with the
+ *               connection object, or NULL to refuse (the connector's
+ *               connection then FAILS: "refused the connection").
+ *   progress()  polls completions and connection requests; never blocks.
+ *   closing()   (optional) the owner's close handshake on c begins: the
+ *               frames it writes from now on are its last, and close()
+ *               waits for nothing written after them.
+ *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
+ *               liveness checks stop and a failure seen on c afterwards is
+ *               not reported, since the peer may now exit.  c's memory stays
+ *               valid (late credit writes of the peer land there).
+ *   close()     releases one connection: first waits, bounded, until the
+ *               writes already posted on it have landed (the peer may still
+ *               wait for the last one), then frees it.
+ *   finalize()  releases everything; the xport pointer is dead after it.
+ *
+ * Errors (rdma_status.h): every call returns RDMA_OK or a negative status
+ * and leaves a one-line diagnosis (naming the peer, the device, the
+ * limit...) readable with rdma_xport_ops_t.error(); open() writes its
+ * diagnosis into err; a connection that FAILED keeps its own in c->why
+ * (rdma_conn_failed), which later failures of other peers do not overwrite.
+ *
+ * Threading: the owner serialises all calls on one xport, except bg_run,
+ * which the channel thread (rdma_thread.h) calls concurrently with them;
+ * the transport guards what bg_run shares (rdma_verbs.h: cm_lock).
+ */
+#ifndef RDMA_XPORT_H_INCLUDED
+#define RDMA_XPORT_H_INCLUDED
+
+#include <stddef.h>
+#include <stdint.h>
+#include "rdma_status.h"
+#include "rb_pipe.h"            /* rb_xport_ops_t: implemented, never called */
+#include "zc.h"                 /* zc_ops_t: likewise */
+#include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
+
+typedef enum {
+    RDMA_CONN_IDLE = 0,
+    RDMA_CONN_CONNECTING,
+    RDMA_CONN_READY,
+    RDMA_CONN_CLOSED,
+    RDMA_CONN_FAILED
+} rdma_conn_state_t;
+
+typedef struct rdma_xport rdma_xport_t;
+typedef struct rdma_xport_ops rdma_xport_ops_t;
+
+/* The transport's part of one connection; the owner embeds it. */
+typedef struct rdma_conn {
+    int peer;                   /* rank of the peer in the job; from the
+                                 * job size up: a peer outside the job */
+    rdma_conn_state_t state;
+    const rdma_xport_ops_t *ops;        /* transport serving this peer */
+    rdma_xport_t *xport;
+    void *priv;                 /* transport's per-connection state: the ctx
+                                 * of pipe_ops and zc */
+    void *owner;                /* owner's back pointer (the CH3 VC) */
+    const char *hello;          /* peer outside the job: who we say we are
+                                 * when we connect (owner's, NUL-terminated) */
+    /* FAILED: why, one line naming the peer; 8 bytes short of RDMA_MSG_LEN
+     * so that hello leaves the size of the VC that embeds this unchanged */
+    char why[RDMA_MSG_LEN - sizeof(const char *)];
+} rdma_conn_t;
+
+/* ev.accept: not yet (a sentinel, never dereferenced). */
+#define RDMA_CONN_LATER ((rdma_conn_t *) (uintptr_t) 1)
+
+/* Mark c FAILED for the reason `why` (kept in c->why). */
+static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
+{
+    c->state = RDMA_CONN_FAILED;
+    snprintf(c->why, sizeof(c->why), "%.*s", (int) sizeof(c->why) - 1, why);
+    return RDMA_ERR_PEER;
+}
+
+/* quiesce() of a transport whose writes land when posted and whose
+ * liveness checks, if any, look at READY connections only (shm, fakes). */
+static inline rdma_status_t rdma_xport_quiesce_plain(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    (void) xp;
+    if (c->state == RDMA_CONN_READY)
+        c->state = RDMA_CONN_CLOSED;
+    return RDMA_OK;
+}
+
+/* The memory one connection's pipe runs over (rb_pipe_init's areas) and
+ * how arrivals are detected there. */
+typedef struct rdma_conn_mem {
+    void *stage;                /* local image of the peer's ring */
+    volatile uint64_t *tail_word;       /* the peer's credits land here */
+    volatile void *ring;        /* the peer's frames land here */
+    volatile uint64_t *head_word;       /* the peer's head (head_writes) */
+    int completion_driven;      /* arrivals come as ev.landed(), not flags */
+    unsigned max_writes;        /* the pipe's write window (rb_config_t); 0: none */
+    int verify;                 /* completion-driven, small frames verify
+                                 * themselves (rb_config_t.verify) */
+} rdma_conn_mem_t;
+
+/* What a transport tells its owner.  Called from inside connect(),
+ * progress() and the ops tables, on the owner's thread; only conn_of may
+ * also be called from bg_run (the channel thread): it must be a pure
+ * lookup. */
+typedef struct rdma_xport_events {
+    rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
+    rdma_status_t (*card_of) (void *arg, int rank, char *buf, size_t len);
+    /* c's pipe memory is known (before any arrival can be reported);
+     * non-zero: the owner cannot use it, the connection fails */
+    rdma_status_t (*bind) (void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem);
+    void (*ready) (void *arg, rdma_conn_t * c);         /* c is READY */
+    void (*landed) (rdma_conn_t * c, unsigned frames);  /* completion-driven */
+    void (*pulled) (rdma_conn_t * c, size_t bytes);     /* zc pulls, in order */
+    void (*sent) (rdma_conn_t * c);     /* the pipe's write_user completed */
+    /* a process outside the job connects, presenting `who` (its hello):
+     * the owner's connection for it (peer id and hello set; IDLE, or
+     * CONNECTING to it), NULL to refuse, or RDMA_CONN_LATER: ask again
+     * later (the owner does not know that peer yet) */
+    rdma_conn_t *(*accept) (void *arg, const char *who);
+    void *arg;
+} rdma_xport_events_t;
+
+typedef struct rdma_xport_params {
+    int rank, size;
+    const char *job;            /* unique job id; names shared objects */
+    /* the pipe's geometry, which sizes the memory and the queues: rings
+     * start at ring_size and may grow to ring_max (0: they keep their size;
+     * the pipe's ops then need no ring_new..ring_move) */
+    size_t ring_size, chunk_size, ring_max;
+    int head_writes;            /* the pipe writes its head separately
+                                 * (basic mode): twice the writes per frame */
+    rdma_xport_events_t ev;
+    /* the transport's own settings, of the type its header names
+     * (verbs: rdma_verbs_params_t, rdma_xport_verbs.h); NULL: none */
+    const void *own;
+    int peers;                  /* peers this transport serves */
+} rdma_xport_params_t;
+
+/* What a transport adds to the channel's MPI_T counters. */
+typedef struct rdma_xport_counters {
+    uint64_t reg_hits, reg_misses;      /* registration-cache lookups */
+    uint64_t pinned_bytes;      /* user memory registered now (cached too) */
+    uint64_t pinned_bytes_max;  /* its peak since the transport opened
+                                 * (only verbs pins: no sum of peaks) */
+    uint64_t helper_regs;       /* registrations the helper made ahead of use */
+} rdma_xport_counters_t;
+
+struct rdma_xport_ops {
+    const char *name;
+    int wire;                   /* frames cross a NIC: every byte on them costs */
+    int conn_only;              /* progress() only makes and ends connections
+                                 * (the owner polls the rings themselves):
+                                 * called every 64th poll and before a sleep */
+    rdma_status_t (*open) (const rdma_xport_params_t * prm, rdma_xport_t ** xp,
+                 char *card, size_t cardlen, char *err, size_t errlen);
+    rdma_status_t (*connect) (rdma_xport_t * xp, rdma_conn_t * c);
+    rdma_status_t (*progress) (rdma_xport_t * xp);
+    void (*closing) (rdma_xport_t * xp, rdma_conn_t * c);      /* NULL: nothing to do */
+    rdma_status_t (*quiesce) (rdma_xport_t * xp, rdma_conn_t * c);
+    rdma_status_t (*close) (rdma_xport_t * xp, rdma_conn_t * c);
+    rdma_status_t (*finalize) (rdma_xport_t * xp);
+    const char *(*error) (const rdma_xport_t * xp);
+    /* One line about a connection (transport, arrival mode, limits). */
+    int (*describe) (const rdma_conn_t * c, char *buf, size_t len);
+    /* Blocking wait (optional; NULL: the owner sleeps for a while).  The
+     * owner calls wait_arm(), polls everything once more, then wait_disarm()
+     * if something moved, else wait(), which returns once a peer wrote to
+     * this process after wait_arm() (no lost wakeups) or after timeout_us.
+     * wait_arm() returns 0 when some arrivals cannot wake wait() (the owner
+     * then sleeps in short steps instead), else 1. */
+    int (*wait_arm) (rdma_xport_t * xp);
+    void (*wait) (rdma_xport_t * xp, long timeout_us);
+    void (*wait_disarm) (rdma_xport_t * xp);
+    /* Background work (optional; NULL: none).  bg_fds() gives the fds the
+     * channel thread sleeps on (at most max); the thread calls bg_run()
+     * when one is readable or when the deadline bg_run() last returned
+     * (CLOCK_MONOTONIC seconds; 0: none) has passed.  The owner stops the
+     * thread before finalize(). */
+    int (*bg_fds) (rdma_xport_t * xp, int *fds, int max);
+    rdma_thread_run_t bg_run;   /* arg: the rdma_xport_t */
+    /* What the pipe calls to make stage bytes visible (ctx = c->priv). */
+    const rb_xport_ops_t *pipe_ops;
+    /* Zero-copy rendezvous (zc.h), ctx = c->priv; NULL: none.  shm pulls
+     * with process_vm_readv, verbs with RDMA read; completed bytes are
+     * reported with ev.pulled(). */
+    const zc_ops_t *zc;
+    /* One line of statistics about the transport (e.g. its registration
+     * cache), or NULL. */
+    int (*stats) (const rdma_xport_t * xp, char *buf, size_t len);
+    /* Add the transport's counters to *c (same thread rule as progress),
+     * or NULL: it has none. */
+    void (*counters) (const rdma_xport_t * xp, rdma_xport_counters_t * c);
+    /* LARGE_PROTOCOL=auto, asked once after open (NULL: never slow): 1 if
+     * this host's zero-copy path is slower than the ring's pipelined copy,
+     * else 0; why: one line of what was measured. */
+    int (*zcopy_slow) (rdma_xport_t * xp, char *why, size_t len);
+};
+
+/* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */
+static inline int rdma_xport_bg_src(const rdma_xport_ops_t * ops, rdma_xport_t * xp,
+                                    rdma_thread_src_t * src)
+{
+    if (!ops->bg_fds || !xp)
+        return 0;
+    src->nfd = ops->bg_fds(xp, src->fd, RDMA_THREAD_MAX_FD);
+    src->run = ops->bg_run;
+    src->arg = xp;
+    return 1;
+}
+
+extern const rdma_xport_ops_t rdma_xport_shm;
+extern const rdma_xport_ops_t rdma_xport_verbs;
+
+#endif /* RDMA_XPORT_H_INCLUDED */

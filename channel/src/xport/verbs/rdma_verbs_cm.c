@@ -1,0 +1,617 @@
+/*
+ * rdma_verbs_cm.c -- the verbs transport: connection manager (rdma_verbs.h).
+ * It runs in the channel thread (rdma_verbs_cm_run, the transport's
+ * bg_run) with xp->cm_lock held; main enters it only to start a connection
+ * (rdma_verbs_cm_connect), to hand it REQs from outside the job
+ * (rdma_verbs_cm_parked) and to adopt what it finished (rdma_verbs_adopt,
+ * at the end of this file).
+ *
+ * Connection management (UD, mimics a PMI exchange; the UD QP is made in
+ * rdma_verbs_dev.c, cards are read in rdma_verbs_conn.c).  qkey and
+ * auth are drawn at random by open() (getrandom), so only processes that
+ * read the job's PMI KVS know them: the CM QP takes datagrams with our QKEY
+ * only (bit 31 clear: kernels since 6.4 refuse privileged QKEYs without
+ * CAP_NET_RAW), and every CM message carries the 64-bit auth of its
+ * destination; one without ours is dropped and counted (stats), never
+ * fatal, before anything is looked up or allocated.
+ *   connect() creates the connection's memory and QP (INIT) and sends REQ
+ * {rank, qpn, psn, ring and ctl addr+rkey, max_rd_atomic, in-order
+ * capability, port MTU, and its own address, CM QP, QKEY, auth and host}.
+ * The responder's thread gets the object with conn_of(rank) (NULL: the REQ
+ * is ignored and the initiator times out), creates the same from the REQ
+ * if needed, goes RTR+RTS and answers REP.  The initiator goes RTR+RTS on
+ * REP, sends RTU and is READY; the responder is READY on RTU or,
+ * completion-driven, on the first receive completion of the connection
+ * (the RTU is late or lost and the initiator already writes; a
+ * self-verifying frame raises none, and REP's retransmission brings the
+ * RTU again, as with flag polling).  Both use the
+ * smaller of the two port MTUs.  READY (or DEAD) connections go on
+ * xp->adopt; main binds and reports them (rdma_verbs_adopt).
+ *   Simultaneous connects: both sides sent REQ with their existing QP.  The
+ * REQ of the lower rank wins: the lower rank ignores the higher rank's REQ,
+ * the higher rank answers the lower rank's REQ as a responder, with the QP it
+ * already has.  There is exactly one QP per peer, so no duplicates.
+ *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
+ * with exponential backoff; a duplicate REQ is answered with the same REP, a
+ * duplicate REP with the same RTU.  A live peer's thread answers within
+ * milliseconds whatever its application does, so a peer that does not
+ * answer for vp.timeout seconds is dead (process or node gone): the
+ * connection fails with RDMA_ERR_PEER and a line naming rank and host.
+ *   Peers outside the job (dynamic processes; ids from prm.size up): their
+ * messages carry dyn and a REQ the connector's hello.  The thread cannot
+ * ask the owner who that is (ev.accept may call into MPICH), so it parks
+ * the REQ and wakes main, whose progress asks (rdma_verbs_cm_parked) and
+ * then handles the REQ as above, under cm_lock; a REQ the owner refuses
+ * gets a REJ, one it does not know yet (RDMA_CONN_LATER) stays parked.  A
+ * repeated REQ of a connection already made is answered by the thread
+ * (rdma_verbs_cm_known): the owner is asked once per connection.
+ * Simultaneous connects: the smaller hello wins.  REP, RTU and REJ are
+ * matched by the connection tokens (echo) and the dyn mark.
+ */
+#define _GNU_SOURCE
+#include "rdma_verbs.h"
+
+/* -------------------------------------------------------------- CM (UD) */
+
+static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    memset(m, 0, sizeof(*m));
+    m->magic = RDMA_VERBS_MAGIC;
+    m->auth = vc->peer_auth;
+    m->type = (uint8_t) type;
+    /* bit 0: our QP places writes in order; bit 1: we may verify frames */
+    m->in_order = (uint8_t) (vc->in_order_local | !xp->vp.force_completion << 1);
+    m->rd_atomic = (uint8_t) vc->max_rd_atomic;
+    m->basic = (uint8_t) xp->prm.head_writes;
+    m->src = xp->prm.rank;
+    m->dst = vc->c->peer;
+    m->qpn = vc->qp->qp_num;
+    m->psn = vc->psn;
+    m->token = vc->token;
+    m->echo = vc->remote.token;
+    m->ring_addr = vc->ring_addr0;
+    m->ring_rkey = vc->ring_rkey0;
+    m->ctl_addr = (uintptr_t) vc->ctl.buf;
+    m->ctl_rkey = vc->ctl.mr->rkey;
+    m->ring_size = xp->prm.ring_size;
+    m->chunk_size = xp->prm.chunk_size;
+    m->ring_max = xp->prm.ring_max;
+    memcpy(m->gid, xp->gid.raw, sizeof(m->gid));
+    m->udqpn = xp->ud->qp_num;
+    m->qkey = xp->qkey;
+    m->lid = xp->pattr.lid;
+    m->mtu = (uint8_t) xp->pattr.active_mtu;
+    m->src_auth = xp->auth;
+    m->pid = (uint32_t) getpid();
+    snprintf(m->host, sizeof(m->host), "%s", xp->host);
+    m->dyn = vc->c->peer >= xp->prm.size;
+    if (m->dyn && type == RDMA_VERBS_MSG_REQ)
+        snprintf(m->hello, sizeof(m->hello), "%s", vc->c->hello ? vc->c->hello : "");
+}
+
+/* The bytes that count of a message. */
+static uint32_t rdma_verbs_msg_len(const rdma_verbs_msg_t * m)
+{
+    return (uint32_t) (RDMA_VERBS_MSG_MIN + (m->dyn ? strlen(m->hello) + 1 : 0));
+}
+
+/* Received datagram b of len bytes (GRH included): its hello ends within
+ * (the slot holds a whole message and more, see the assertion). */
+static const rdma_verbs_msg_t *rdma_verbs_msg_at(rdma_xport_t * xp, uint32_t b, uint32_t len)
+{
+    rdma_verbs_msg_t *m = (rdma_verbs_msg_t *) (rdma_verbs_ud_slot(xp, b) + RDMA_VERBS_GRH);
+
+    len -= RDMA_VERBS_GRH;
+    ((char *) m)[len < sizeof(*m) ? len : sizeof(*m) - 1] = '\0';
+    return m;
+}
+
+/* Poll the CM CQ: send slots come back, datagrams are dispatched. */
+static void rdma_verbs_cm_poll(rdma_xport_t * xp)
+{
+    struct ibv_wc wc[RDMA_VERBS_POLL_BATCH];
+    int i, n;
+
+    while ((n = ibv_poll_cq(xp->cm_cq, RDMA_VERBS_POLL_BATCH, wc)) > 0) {
+        for (i = 0; i < n; i++) {
+            uint32_t b = (uint32_t) wc[i].wr_id;
+            if (b >= RDMA_VERBS_UD_NRECV) {
+                xp->ud_send_free++;
+                continue;
+            }
+            if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= RDMA_VERBS_GRH +
+                RDMA_VERBS_MSG_MIN)
+                rdma_verbs_cm_dispatch(xp, rdma_verbs_msg_at(xp, b, wc[i].byte_len));
+            rdma_verbs_ud_post_recv(xp, b);
+        }
+    }
+}
+
+/* Send m to the CM QP qpn behind ah.  Best effort: a message lost here
+ * is retransmitted by the timers. */
+static void rdma_verbs_ud_post(rdma_xport_t * xp, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey,
+                               const rdma_verbs_msg_t * m)
+{
+    uint32_t i = RDMA_VERBS_UD_NRECV + xp->ud_send_next % RDMA_VERBS_UD_NSEND;
+    struct ibv_sge sge = {
+        .addr = (uintptr_t) rdma_verbs_ud_slot(xp, i), .length = rdma_verbs_msg_len(m),
+        .lkey = xp->udm.mr->lkey
+    };
+    struct ibv_send_wr wr = {
+        .wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .send_flags = IBV_SEND_SIGNALED,
+        .wr.ud = {.ah = ah, .remote_qpn = qpn, .remote_qkey = qkey}
+    }, *bad;
+
+    if (!xp->ud_send_free)
+        rdma_verbs_cm_poll(xp);
+    if (!xp->ud_send_free)
+        return;
+    memcpy(rdma_verbs_ud_slot(xp, i), m, sge.length);
+    if (!ibv_post_send(xp->ud, &wr, &bad)) {
+        xp->ud_send_next++;
+        xp->ud_send_free--;
+    }
+}
+
+void rdma_verbs_ud_send(rdma_verbs_conn_t * vc, int type)
+{
+    rdma_verbs_msg_t m;
+
+    rdma_verbs_msg_fill(vc, &m, type);
+    rdma_verbs_ud_post(vc->xp, vc->ah, vc->peer_udqpn, vc->peer_qkey, &m);
+}
+
+/* --------------------------------------------------- handing to main */
+
+void rdma_verbs_fd_poke(int fd)
+{
+    uint64_t one = 1;
+
+    while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR)
+        ;
+}
+
+/* vc is READY or DEAD: main adopts it at its next progress. */
+static void rdma_verbs_adopt_push(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    vc->next_adopt = xp->adopt;
+    xp->adopt = vc;
+    __atomic_store_n(&xp->n_adopt, xp->n_adopt + 1, __ATOMIC_RELAXED);
+    rdma_verbs_fd_poke(xp->wake_fd);
+}
+
+/* The CM gives up on a connecting vc; main reports it.  [cm] */
+static void __attribute__((format(printf, 2, 3)))
+rdma_verbs_conn_doom(rdma_verbs_conn_t * vc, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT)
+        vc->xp->n_connecting--;
+    vc->cm = RDMA_VERBS_CM_DEAD;
+    va_start(ap, fmt);
+    vsnprintf(vc->why, sizeof(vc->why), fmt, ap);
+    va_end(ap);
+    rdma_verbs_adopt_push(vc);
+}
+
+/* --------------------------------------------------------- connections */
+
+static void rdma_verbs_timer_arm(rdma_verbs_conn_t * vc, rdma_verbs_cm_t cm)
+{
+    double now = rdma_verbs_now();
+
+    if (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT)
+        vc->xp->n_connecting++;
+    vc->cm = cm;
+    vc->backoff = 0.1;
+    vc->t_retx = now + vc->backoff;
+    vc->t_deadline = now + vc->xp->vp.timeout;
+}
+
+static void rdma_verbs_conn_ready(rdma_verbs_conn_t * vc)
+{
+    vc->xp->n_connecting--;
+    vc->cm = RDMA_VERBS_CM_READY;
+    rdma_verbs_adopt_push(vc);
+}
+
+enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote)
+{
+    if (remote < IBV_MTU_256 || remote > IBV_MTU_4096)
+        return local;           /* not given: our own */
+    return remote < (unsigned) local ? (enum ibv_mtu) remote : local;
+}
+
+/* The peer's REQ or REP is known: pick the mode and MTU, post the receives
+ * (before RTR, so nothing can land before), go RTR + RTS. */
+static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    rdma_xport_t *xp = vc->xp;
+    uint32_t i;
+
+    vc->remote = *m;    /* also for a doomed one: a repeated REQ is known */
+    if (m->ring_size != xp->prm.ring_size || m->chunk_size != xp->prm.chunk_size
+        || m->ring_max != xp->prm.ring_max || m->basic != xp->prm.head_writes) {
+        rdma_verbs_conn_doom(vc, "%s on %s uses another ring geometry or mode (ring %llu "
+                             "up to %llu, chunk %llu)", vc->who, vc->host,
+                             (unsigned long long) m->ring_size,
+                             (unsigned long long) m->ring_max,
+                             (unsigned long long) m->chunk_size);
+        return RDMA_ERR_PEER;
+    }
+    vc->completion = m->basic || !(vc->in_order_local && (m->in_order & 1));
+    /* both ends compute the same: neither forced write with immediate */
+    vc->verify = vc->completion && !m->basic && !xp->vp.force_completion
+        && (m->in_order & 2);
+    if (m->rd_atomic < vc->max_rd_atomic)
+        vc->max_rd_atomic = m->rd_atomic;
+    vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);
+    for (i = 0; vc->completion && i < vc->rq_depth; i += RDMA_VERBS_RQ_BATCH)
+        if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH < vc->rq_depth - i ?
+                               RDMA_VERBS_RQ_BATCH : vc->rq_depth - i))
+            break;
+    if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
+        rdma_verbs_conn_doom(vc, "cannot connect the QP to %s on %s: %s", vc->who,
+                             vc->host, strerror(errno));
+        return RDMA_ERR_PEER;
+    }
+    return RDMA_OK;
+}
+
+/* A REQ from a peer we have no connection to: make one from the REQ.  A
+ * failure is reported to main through a DEAD connection. */
+static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * c,
+                                               const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_peer_t peer;
+    rdma_verbs_conn_t *vc;
+    char why[RDMA_MSG_LEN];
+
+    rdma_verbs_msg_peer(m, &peer);
+    if (rdma_verbs_conn_create(xp, c, &peer, &vc, why, sizeof(why)) == RDMA_OK)
+        return vc;
+    xp->cm_refused++;
+    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
+    return NULL;
+}
+
+/* Simultaneous connects: does our REQ win over the peer's m?  The lower
+ * rank's, or outside the job the smaller hello's. */
+static int rdma_verbs_req_ours_wins(rdma_xport_t * xp, rdma_verbs_conn_t * vc,
+                                    const rdma_verbs_msg_t * m)
+{
+    if (m->dyn)
+        return strcmp(vc->c->hello ? vc->c->hello : "", m->hello) < 0;
+    return xp->prm.rank < m->src;
+}
+
+/* A REQ for c (conn_of, or the owner's accept; NULL: ignored). */
+static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_conn_t *vc;
+
+    if (!c)
+        return;
+    vc = c->priv ? c->priv : rdma_verbs_cm_accept(xp, c, m);
+    if (!vc)
+        return;
+    switch (vc->cm) {
+    case RDMA_VERBS_CM_REQ_SENT:
+        if (rdma_verbs_req_ours_wins(xp, vc, m))
+            return;     /* the peer answers ours */
+        /* fallthrough */
+    case RDMA_VERBS_CM_NONE:
+        vc->initiator = 0;
+        if (rdma_verbs_conn_pair(vc, m))
+            return;
+        rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REP_SENT);
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
+        return;
+    case RDMA_VERBS_CM_REP_SENT:
+    case RDMA_VERBS_CM_READY:
+        if (m->qpn == vc->remote.qpn && m->token == vc->remote.token)
+            rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
+        return;
+    case RDMA_VERBS_CM_DEAD:
+        return;
+    }
+}
+
+static void rdma_verbs_cm_rep(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    if (vc->cm == RDMA_VERBS_CM_REQ_SENT) {
+        if (rdma_verbs_conn_pair(vc, m))
+            return;
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
+        rdma_verbs_conn_ready(vc);
+    } else if (vc->cm == RDMA_VERBS_CM_READY && vc->initiator && m->qpn == vc->remote.qpn)
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
+}
+
+/* --------------------------------------------- peers outside the job */
+
+/* The connection made from an earlier copy of the REQ m, if any. */
+static rdma_verbs_conn_t *rdma_verbs_cm_known(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (vc && vc->c->peer >= xp->prm.size && vc->remote.token == m->token
+            && vc->remote.qpn == m->qpn)
+            return vc;
+    }
+    return NULL;
+}
+
+static int rdma_verbs_same_req(const rdma_verbs_msg_t * a, const rdma_verbs_msg_t * b)
+{
+    return a->token == b->token && a->qpn == b->qpn && !memcmp(a->gid, b->gid, sizeof(a->gid));
+}
+
+/* Park the REQ m for main (a repeated one refreshes its entry; a full
+ * table drops it: the connector repeats it). */
+static void rdma_verbs_cm_park(rdma_xport_t * xp, const rdma_verbs_msg_t * m, double t_expire)
+{
+    int i;
+
+    for (i = 0; i < xp->n_parked && !rdma_verbs_same_req(&xp->parked[i].m, m); i++)
+        ;
+    if (i == RDMA_VERBS_PARK)
+        return;
+    xp->parked[i].m = *m;
+    xp->parked[i].t_expire = t_expire;
+    if (i == xp->n_parked)
+        __atomic_store_n(&xp->n_parked, i + 1, __ATOMIC_RELAXED);
+    rdma_verbs_fd_poke(xp->wake_fd);
+}
+
+/* Tell the connector of m that the owner refused it.  The address handle
+ * lives until finalize (the send may be in flight); past
+ * RDMA_VERBS_REJ_AH of them the connector times out instead. */
+static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_msg_t r = {.magic = RDMA_VERBS_MAGIC, .type = RDMA_VERBS_MSG_REJ, .dyn = 1,
+        .auth = m->src_auth, .src = xp->prm.rank, .echo = m->token, .src_auth = xp->auth
+    };
+    rdma_verbs_peer_t peer;
+    struct ibv_ah_attr path;
+    struct ibv_ah *ah;
+
+    if (xp->n_rej_ah == RDMA_VERBS_REJ_AH)
+        return;
+    rdma_verbs_msg_peer(m, &peer);
+    rdma_verbs_path_of(xp, &peer, &path);
+    if (!(ah = ibv_create_ah(xp->pd, &path)))
+        return;
+    xp->rej_ah[xp->n_rej_ah++] = ah;
+    snprintf(r.host, sizeof(r.host), "%s", xp->host);
+    rdma_verbs_ud_post(xp, ah, peer.udqpn, peer.qkey, &r);
+}
+
+/* Main: ask the owner about each parked REQ (outside cm_lock), then
+ * answer it as a REQ of that connection, refuse it, or park it again. */
+void rdma_verbs_cm_parked(rdma_xport_t * xp)
+{
+    struct rdma_verbs_parked p[RDMA_VERBS_PARK];
+    double now = rdma_verbs_now();
+    rdma_verbs_conn_t *vc;
+    int i, n = 0;
+    rdma_conn_t *c;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    for (i = 0; i < xp->n_parked; i++)
+        if ((vc = rdma_verbs_cm_known(xp, &xp->parked[i].m)))
+            rdma_verbs_cm_req(xp, vc->c, &xp->parked[i].m);
+        else if (now < xp->parked[i].t_expire)
+            p[n++] = xp->parked[i];
+    __atomic_store_n(&xp->n_parked, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&xp->cm_lock);
+    for (i = 0; i < n; i++) {
+        c = xp->prm.ev.accept(xp->prm.ev.arg, p[i].m.hello);
+        pthread_mutex_lock(&xp->cm_lock);
+        if (c == RDMA_CONN_LATER)
+            rdma_verbs_cm_park(xp, &p[i].m, p[i].t_expire);
+        else if (!c)
+            rdma_verbs_cm_reject(xp, &p[i].m);
+        else
+            rdma_verbs_cm_req(xp, c, &p[i].m);
+        pthread_mutex_unlock(&xp->cm_lock);
+    }
+}
+
+/* Is m from vc's peer?  In the job its rank; outside it the dyn mark
+ * (the tokens matched already). */
+static int rdma_verbs_msg_from(const rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
+{
+    return vc->c->peer >= vc->xp->prm.size ? m->dyn : !m->dyn && m->src == vc->c->peer;
+}
+
+void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_conn_t *vc;
+
+    if (m->magic != RDMA_VERBS_MAGIC || m->auth != xp->auth) {
+        xp->cm_dropped++;
+        return;
+    }
+    if (m->type == RDMA_VERBS_MSG_REQ && m->dyn) {
+        vc = rdma_verbs_cm_known(xp, m);
+        if (vc)
+            rdma_verbs_cm_req(xp, vc->c, m);
+        else
+            rdma_verbs_cm_park(xp, m, rdma_verbs_now() + xp->vp.timeout);
+        return;
+    }
+    if (m->type == RDMA_VERBS_MSG_REQ) {
+        if (m->dst == xp->prm.rank && m->src >= 0 && m->src < xp->prm.size)
+            rdma_verbs_cm_req(xp, xp->prm.ev.conn_of(xp->prm.ev.arg, m->src), m);
+        return;
+    }
+    vc = rdma_verbs_conn_lookup(xp, m->echo);
+    if (!vc || !rdma_verbs_msg_from(vc, m))
+        return;
+    if (m->type == RDMA_VERBS_MSG_REP)
+        rdma_verbs_cm_rep(vc, m);
+    else if (m->type == RDMA_VERBS_MSG_RTU && vc->cm == RDMA_VERBS_CM_REP_SENT
+             && m->qpn == vc->remote.qpn)
+        rdma_verbs_conn_ready(vc);
+    else if (m->type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
+        rdma_verbs_conn_doom(vc, "the process outside the job on %s refused the connection "
+                             "(its owner does not know this process, or the port's token "
+                             "is wrong)", vc->host);
+}
+
+/* Main: the first arrival on a responder's connection implies the RTU. */
+void rdma_verbs_rtu_implied(rdma_verbs_conn_t * vc)
+{
+    pthread_mutex_lock(&vc->xp->cm_lock);
+    if (vc->cm == RDMA_VERBS_CM_REP_SENT)
+        rdma_verbs_conn_ready(vc);
+    pthread_mutex_unlock(&vc->xp->cm_lock);
+}
+
+/* Retransmissions and deadlines of connecting connections; returns the
+ * next time something is due (0: nothing connecting). */
+static double rdma_verbs_timer_run(rdma_xport_t * xp, double now)
+{
+    double next = 0;
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots && xp->n_connecting > 0; i++) {
+        rdma_verbs_conn_t *vc = xp->slots[i];
+        if (!vc || (vc->cm != RDMA_VERBS_CM_REQ_SENT && vc->cm != RDMA_VERBS_CM_REP_SENT))
+            continue;
+        if (now >= vc->t_deadline) {
+            rdma_verbs_conn_doom(vc, "%s on %s did not answer the connection request "
+                                 "within %g s (process or node gone, or unreachable)",
+                                 vc->who, vc->host, xp->vp.timeout);
+            continue;
+        }
+        if (now >= vc->t_retx) {
+            vc->backoff = vc->backoff < 1.0 ? 2 * vc->backoff : 2.0;
+            vc->t_retx = now + vc->backoff;
+            rdma_verbs_ud_send(vc, vc->cm == RDMA_VERBS_CM_REQ_SENT ?
+                               RDMA_VERBS_MSG_REQ : RDMA_VERBS_MSG_REP);
+        }
+        if (next == 0 || vc->t_retx < next)
+            next = vc->t_retx;
+        if (vc->t_deadline < next)
+            next = vc->t_deadline;
+    }
+    return next;
+}
+
+/* The channel thread's entry (bg_run): drain our fds, re-arm the CM CQ
+ * event, then handle every datagram and timer. */
+double rdma_verbs_cm_run(void *arg, double now)
+{
+    rdma_xport_t *xp = arg;
+    struct ibv_cq *cq;
+    void *ctx;
+    uint64_t n;
+    double next;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    while (read(xp->kick_fd, &n, sizeof(n)) > 0)
+        ;
+    while (ibv_get_cq_event(xp->cm_chan, &cq, &ctx) == 0)
+        ibv_ack_cq_events(cq, 1);
+    ibv_req_notify_cq(xp->cm_cq, 0);
+    rdma_verbs_cm_poll(xp);
+    next = rdma_verbs_timer_run(xp, now);
+    pthread_mutex_unlock(&xp->cm_lock);
+    return next;
+}
+
+/* Main: start connecting to c->peer (its card read before the lock: PMI
+ * may take long). */
+rdma_status_t rdma_verbs_cm_connect(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_verbs_peer_t peer;
+    rdma_verbs_conn_t *vc;
+    char card[256] = "";
+    rdma_status_t st;
+
+    if (xp->prm.ev.card_of(xp->prm.ev.arg, c->peer, card, sizeof(card))
+        || rdma_verbs_card_parse(card, &peer))
+        return rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_PEER, "no valid verbs address for "
+                        "rank %d (business card fragment '%s')", c->peer, card);
+    c->ops = &rdma_xport_verbs;
+    c->xport = xp;
+    pthread_mutex_lock(&xp->cm_lock);
+    vc = c->priv;
+    if (vc) {   /* the peer connected to us first */
+        st = vc->cm == RDMA_VERBS_CM_DEAD ? RDMA_ERR_PEER : RDMA_OK;
+    } else if ((st = rdma_verbs_conn_create(xp, c, &peer, &vc, xp->err, sizeof(xp->err)))
+               == RDMA_OK) {
+        vc->initiator = 1;
+        rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REQ_SENT);
+        rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REQ);
+        rdma_verbs_fd_poke(xp->kick_fd);        /* the thread arms the timers */
+    }
+    pthread_mutex_unlock(&xp->cm_lock);
+    if (st == RDMA_OK && c->state == RDMA_CONN_IDLE)
+        c->state = RDMA_CONN_CONNECTING;
+    return st;
+}
+
+/* ------------------------------------------------------ adoption (main) */
+
+/* Bind and report what the CM finished.  [main] */
+static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
+{
+    rdma_verbs_ctl_t *ctl = vc->ctl.buf;
+    rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
+        vc->completion, rdma_verbs_window(vc), vc->verify
+    };
+    rdma_conn_t *c = vc->c;
+
+    c->ops = &rdma_xport_verbs;
+    c->xport = xp;
+    if (c->state == RDMA_CONN_FAILED)
+        return;
+    if (vc->cm == RDMA_VERBS_CM_DEAD) {
+        xp->new_failures++;
+        snprintf(xp->err, sizeof(xp->err), "%s", vc->why);
+        rdma_conn_failed(c, vc->why);
+        return;
+    }
+    if (xp->prm.ev.bind(xp->prm.ev.arg, c, &mem)) {
+        rdma_verbs_conn_fail(vc, "the channel cannot use the pipe to %s", vc->who);
+        return;
+    }
+    vc->adopted = 1;
+    xp->flag_polled |= !vc->completion || vc->verify;       /* sticky: see rdma_verbs_wait_arm */
+    if (vc->early)
+        xp->prm.ev.landed(c, vc->early);
+    c->state = RDMA_CONN_READY;
+    xp->prm.ev.ready(xp->prm.ev.arg, c);
+}
+
+void rdma_verbs_adopt(rdma_xport_t * xp)
+{
+    rdma_verbs_conn_t *list, *vc, *rev = NULL;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    list = xp->adopt;
+    xp->adopt = NULL;
+    __atomic_store_n(&xp->n_adopt, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&xp->cm_lock);
+    while ((vc = list)) {       /* oldest first */
+        list = vc->next_adopt;
+        vc->next_adopt = rev;
+        rev = vc;
+    }
+    while ((vc = rev)) {
+        rev = vc->next_adopt;
+        vc->next_adopt = NULL;
+        rdma_verbs_adopt_one(xp, vc);
+    }
+}
