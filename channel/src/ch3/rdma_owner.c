@@ -233,8 +233,8 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
 
 /* A failed connection fails its VC (ch3_fail.c; not after its close
  * handshake): at once, or if it was READY once its frames are read
- * (rdma_channel.c: rdma_vc_errno).  Of a temporary VC it is the MPI call's error while
- * CH3 uses the VC. */
+ * (rdma_channel.c: rdma_vc_errno).  Of a temporary VC it is the MPI
+ * call's error while CH3 uses the VC. */
 static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;

@@ -3,8 +3,8 @@
  * sec. 2.2) over the links of one process, in plain C (no MPICH): which
  * transport serves each peer, opening the transports and composing this
  * process's business card, connecting on first use, put/get, polling,
- * the blocking-wait decision and finalize.  rdma_channel.c is the thin
- * CH3 glue around it (process group, VCs, MPICH errors); test/unit/t_chan.c
+ * the blocking-wait decision and finalize.  src/ch3/ is the thin CH3
+ * glue around it (process group, VCs, MPICH errors); test/unit/t_chan.c
  * drives it over the fake transport.
  *
  * The owner keeps one rdma_link_t per rank (for CH3: in the VC) and hands

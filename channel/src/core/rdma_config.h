@@ -21,7 +21,7 @@ typedef struct rdma_chan_config {
     rdma_link_config_t link[RDMA_XP_N]; /* pipe and rendezvous, per transport */
     rdma_verbs_params_t verbs;  /* the verbs transport's own (timeout: CONNECT_TIMEOUT) */
     /* progress */
-    int poll_spins;             /* -1: auto (rdma_poll_spins) */
+    int poll_spins;             /* -1: auto (rdma_block.c: MPIDI_CH3I_RDMA_spins) */
     double ring_idle;           /* seconds without frames before a grown
                                  * ring is offered back small; 0: never */
     int verbose;
