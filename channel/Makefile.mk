@@ -47,6 +47,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3/rdma_channel.c \
     $(rdma_dir)/src/ch3/rdma_owner.c \
     $(rdma_dir)/src/ch3/rdma_block.c \
+    $(rdma_dir)/src/ch3/rdma_win.c \
     $(rdma_dir)/src/ch3/rdma_pvars.c \
     $(rdma_dir)/src/core/rdma_chan.c \
     $(rdma_dir)/src/core/rdma_chan_wait.c \
@@ -58,6 +59,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/xport/shm/rdma_shm_grow.c \
     $(rdma_dir)/src/xport/shm/rdma_shm_probe.c \
     $(rdma_dir)/src/xport/shm/rdma_shm_live.c \
+    $(rdma_dir)/src/xport/shm/rdma_shm_seg.c \
     $(rdma_dir)/src/xport/verbs/rdma_xport_verbs.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_dev.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_cm.c \

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# ab.sh -- two ch3:rdma prefixes side by side in one run: npb-scripts/progs/mpi_bench
-# (2 ranks) alternately under OLD and NEW, PAIRS times (the order flips every
-# pair), then per test and size the median of the per-pair ratios NEW/OLD
-# (time for latency, MB/s for bw), with their range and the median values.
+# ab.sh -- two MPICH prefixes side by side in one run: npb-scripts/progs/mpi_bench
+# (2 ranks; --bench mpi_rma_bench for the one-sided one) alternately under OLD
+# and NEW, PAIRS times (the order flips every pair), then per test and size
+# the median of the per-pair ratios NEW/OLD (time for a test with "lat" in
+# its name, MB/s for the others), with their range and the median values.
 # A host whose speed drifts between runs moves both halves of a pair alike.
+# OLD may be any MPICH build (ch3:nemesis against ch3:rdma, say).
 #
-#   ab.sh --old PREFIX --new PREFIX [--pairs N] [--vm] [--out DIR] -- MPI_BENCH_ARGS...
+#   ab.sh --old PREFIX --new PREFIX [--pairs N] [--vm] [--out DIR] [--bench PROG] -- ARGS...
 #
 # --vm runs every pair inside the Soft-RoCE VM with the verbs transport
 # forced (one boot for the whole run); otherwise natively (shm between the
@@ -18,9 +20,9 @@ PROG=ab
 
 # One measurement: LABEL PREFIX ROUND.
 run_one() {
-    local bin=$OUT/mpi_bench.$1
+    local bin=$OUT/$BENCH.$1
     "$2/bin/mpiexec" -n 2 "$bin" "${REST[@]}" > "$OUT/$1.$3.txt" \
-        || die "mpi_bench under $2 failed (round $3, see $OUT/$1.$3.txt)"
+        || die "$BENCH under $2 failed (round $3, see $OUT/$1.$3.txt)"
 }
 
 pairs() {
@@ -36,8 +38,8 @@ pairs() {
 report() {
     local i
     for i in $(seq "$PAIRS"); do
-        awk -v i="$i" 'FNR == NR && !/^#/ { o[$1 " " $2] = $1 == "latency" ? $3 : $4; next }
-            !/^#/ && ($1 " " $2) in o { v = $1 == "latency" ? $3 : $4
+        awk -v i="$i" 'FNR == NR && !/^#/ { o[$1 " " $2] = $1 ~ /lat/ ? $3 : $4; next }
+            !/^#/ && ($1 " " $2) in o { v = $1 ~ /lat/ ? $3 : $4
                 print $1, $2, i, o[$1 " " $2], v, v / o[$1 " " $2] }' \
             "$OUT/old.$i.txt" "$OUT/new.$i.txt"
     done | sort -k1,1 -k2,2n -k6,6g | awk '
@@ -51,35 +53,36 @@ report() {
         $1 != t || $2 != s { flush(); t = $1; s = $2 }
         { n++; r[n] = $6; o[n] = $4; w[n] = $5 }
         END { flush() }'
-    echo "# new/old: median of per-pair ratios (latency: time, lower is better; bw: MB/s, higher is better)"
+    echo "# new/old: median of per-pair ratios (tests named *lat*: time, lower is better; others: MB/s, higher is better)"
     echo "# old/new columns: median latency (us) or bandwidth (MB/s, 10^6 B)"
 }
 
 main() {
     local where
-    OLD="" NEW="" PAIRS=11 OUT="" VM="" GUEST="" HELP=""
-    parse_options "old new pairs out" "vm guest help" "$@"
+    OLD="" NEW="" PAIRS=11 OUT="" VM="" GUEST="" HELP="" BENCH=mpi_bench
+    parse_options "old new pairs out bench" "vm guest help" "$@"
     [ -z "$HELP" ] || usage
     [[ -n $OLD && -n $NEW ]] || die "--old PREFIX and --new PREFIX are required"
     [[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "--pairs takes a positive integer (got '$PAIRS')"
-    ((${#REST[@]})) || die "no mpi_bench arguments after -- (e.g. --tests latency --min 8 --max 8)"
+    [[ -f $TOP/npb-scripts/progs/$BENCH.c ]] || die "--bench: no npb-scripts/progs/$BENCH.c"
+    ((${#REST[@]})) || die "no $BENCH arguments after -- (e.g. --tests latency --min 8 --max 8)"
     if [ -n "$GUEST" ]; then pairs; return; fi
     OUT=${OUT:-$(default_out ab)}
     mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-    cp "$(bench_binary ab-old "$OLD")" "$OUT/mpi_bench.old"
-    cp "$(bench_binary ab-new "$NEW")" "$OUT/mpi_bench.new"
+    cp "$(bench_binary ab-old "$OLD" "$BENCH")" "$OUT/$BENCH.old"
+    cp "$(bench_binary ab-new "$NEW" "$BENCH")" "$OUT/$BENCH.new"
     where="natively (shm)"
     if [ -n "$VM" ]; then
         where="in the Soft-RoCE VM (verbs)"
         log "booting the Soft-RoCE VM; $PAIRS pairs; results in $OUT"
         "$TOP/test/softroce/run-vm" --timeout $((PAIRS * 900)) --rw "$OUT" \
-            --env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs -- "$0" --guest --old "$OLD" --new "$NEW" \
+            --env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs -- "$0" --guest --bench "$BENCH" --old "$OLD" --new "$NEW" \
             --pairs "$PAIRS" --out "$OUT" -- "${REST[@]}"
     else
         pairs
     fi
     { echo "# ab: old $OLD"; echo "# ab: new $NEW"
-      echo "# ab: $PAIRS alternating pairs $where; mpi_bench ${REST[*]}"; report; } | tee "$OUT/ab.txt"
+      echo "# ab: $PAIRS alternating pairs $where; $BENCH ${REST[*]}"; report; } | tee "$OUT/ab.txt"
 }
 
 main "$@"

@@ -8,10 +8,16 @@
 
 #include "mpidimpl.h"
 
-/* Shared-memory windows are not implemented by this channel. */
-#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr)
-#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr)
-#define MPIDI_CH3I_SHM_MUTEX_INIT(win_ptr)
-#define MPIDI_CH3I_SHM_MUTEX_DESTROY(win_ptr)
+/* Accumulates to a target on this node, in a window in a node segment
+ * (src/ch3/rdma_win.c): CH3 takes the window's process-shared mutex
+ * around each one. */
+#define MPIDI_CH3I_SHM_MUTEX_CALL(op, win_ptr)                                  \
+    do {                                                                        \
+        int mutex_err_;                                                         \
+        op((win_ptr)->shm_mutex, &mutex_err_);                                  \
+        MPIR_Assert(mutex_err_ == MPL_SUCCESS);                                 \
+    } while (0)
+#define MPIDI_CH3I_SHM_MUTEX_LOCK(win_ptr) MPIDI_CH3I_SHM_MUTEX_CALL(MPL_proc_mutex_lock, win_ptr)
+#define MPIDI_CH3I_SHM_MUTEX_UNLOCK(win_ptr) MPIDI_CH3I_SHM_MUTEX_CALL(MPL_proc_mutex_unlock, win_ptr)
 
 #endif /* MPIDI_CH3_IMPL_H_INCLUDED */

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
-# reused and first-touch buffers, 5% steps; bad options fail.  ring_walk (no
-# MPI): one row per window, a bad window named.
+# reused and first-touch buffers, 5% steps; bad options fail.  mpi_rma_bench:
+# a row per op, test, flavour, sync and size; a bad option fails.  ring_walk
+# (no MPI): one row per window, a bad window named.
 . "$(dirname "$0")/../lib.sh"
-plan 9
+plan 11
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
@@ -19,6 +20,16 @@ expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 10
 n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
+# mpi_rma_bench: 5 ops x 2 flavours x 4 syncs; put, get, acc: lat and bw at
+# 4 and 8 B, fop and cas: lat at 8 B: (3 x 2 x 2 + 2) x 8 = 112 rows
+"$P/bin/mpicc" -O2 -o "$W/mpi_rma_bench" "$TOP/npb-scripts/progs/mpi_rma_bench.c" ||
+    { echo "Bail out! cannot compile mpi_rma_bench"; exit 1; }
+rrow='^(put|get|acc|fop|cas)-(lat|bw)-(create|allocate)-(flush|lock|fence|pscw) +[0-9]+ +[0-9.]+ +[0-9.]+$'
+n=$(timeout 600 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_bench" --reps 1 --min 4 --max 8 \
+    --syncs flush,lock,fence,pscw | grep -Ec "$rrow")
+[ "$n" = 112 ]; ok $? "mpi_rma_bench: 5 ops x 2 flavours x 4 syncs, lat and bw (got $n of 112 rows)"
+expect_output 2 "unknown 'nope'" "mpi_rma_bench: an unknown sync is named" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_rma_bench" --syncs flush,nope
 # mpi_mem (npb-scripts/mem-table.sh): one line, Pss summed over 4 ranks > 4 x the largest
 "$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/npb-scripts/progs/mpi_mem.c" ||
     { echo "Bail out! cannot compile mpi_mem"; exit 1; }

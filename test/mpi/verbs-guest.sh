@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 39
+plan 42
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -110,6 +110,15 @@ fin_check "2 nodes, verbs across" "$P/bin/mpiexec" -hosts node0,node1 -n 2
 expect_output 0 'rank 0 on node0' "2 nodes x 2 ranks (shm on-node, verbs across)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_check" 262144
 expect_output 0 'pi is approximately' "cpi across 2 nodes" -- "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/cpi"
+# One-sided MPI and MPI-3 shared memory (rdma_win.c): node communicators
+# of the node's 2 ranks, shared windows within each node, RMA across
+expect_output 0 '^ok 5 ' "2 nodes x 2 ranks: node communicators of 2, shared windows share on each node" -- \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_shm_win"
+expect_output 1 'shared window: no shared memory \(MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs\)' \
+    "verbs forced: MPI_COMM_TYPE_SHARED is each rank alone, MPI_Win_allocate_shared says why it cannot share" -- \
+    env $V "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
+expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \

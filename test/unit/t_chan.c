@@ -481,9 +481,28 @@ static void test_cpus(void)
        "bad text and a buffer without room for the text and its NUL are refused, the set unchanged");
 }
 
+/* Node segments need the shm transport's seg ops: the fakes have none. */
+static void test_seg(void)
+{
+    static const int one_node[NR] = { 0, 0, 0 };
+    rdma_seg_t seg = {.map = &seg,.fd = 7 };
+
+    ok(world_open(2, one_node, RDMA_TRANSPORT_AUTO) == 0 && !rdma_chan_seg_usable(&R[0].ch)
+       && rdma_chan_seg_make(&R[0].ch, 4096, &seg) == RDMA_ERR_NOSYS && !seg.map && seg.fd == -1
+       && strstr(R[0].ch.msg, "no node segments: the shm transport has none"),
+       "a shm transport without node segments: none made, and why: %s", R[0].ch.msg);
+    world_close();
+    ok(world_open(2, one_node, RDMA_TRANSPORT_VERBS) == 0 && !rdma_chan_seg_usable(&R[0].ch)
+       && rdma_chan_seg_map(&R[0].ch, &seg) == RDMA_ERR_NOSYS
+       && strstr(R[0].ch.msg, "TRANSPORT=verbs"), "TRANSPORT=verbs: no node segments: %s",
+       R[0].ch.msg);
+    world_close();
+}
+
 int main(void)
 {
     test_assign();
+    test_seg();
     test_card_token();
     test_dyn();
     test_data();

@@ -4,12 +4,15 @@
  * forked ranks, connect one way or both, streams both ways verified through
  * 64 KiB rings, both pipe modes, superpipeline groups, ping-pong, blocking
  * waits), then what is shm's own, in-process: refused peers name the rank
- * and the cause, and a self connection carries data.
+ * and the cause, a self connection carries data, and node segments (the
+ * memory of MPI-3 shared windows) are shared with another process until
+ * sealed.
  */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "conform.h"
 #include "tap.h"
@@ -84,6 +87,58 @@ static void run_self(void)
     rdma_xport_shm.finalize(s.xp);
 }
 
+/* A child maps seg (given its pid and fd) and writes its bytes + 1 there:
+ * its exit status, 0 if it could, else 1 (and why on stderr). */
+static int seg_child(rdma_xport_t * xp, rdma_seg_t seg)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        const rdma_xport_seg_ops_t *so = rdma_xport_shm.seg;
+        if (so->map(xp, &seg) != RDMA_OK) {
+            fprintf(stderr, "%s\n", rdma_xport_shm.error(xp));
+            _exit(1);
+        }
+        for (size_t i = 0; i < seg.len; i++)
+            ((unsigned char *) seg.map)[i] += 1;
+        so->free(&seg);
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
+static void run_seg(void)
+{
+    scen_t sc = conform_defaults(&(scen_t) {.nprocs = 1});
+    const rdma_xport_seg_ops_t *so = rdma_xport_shm.seg;
+    static node_t s;
+    char card[CONFORM_CARD_LEN], err[256];
+    rdma_seg_t seg = { 0 }, gone;
+    size_t bad = 0, len = 3 * 4096 + 100;
+
+    if (conform_open(&s, &sc, 0, card, err, sizeof(err)) || !so) {
+        ok(0, "segments: open: %s", so ? err : "shm has no seg ops");
+        return;
+    }
+    ok(so->make(s.xp, len, &seg) == RDMA_OK && seg.map && seg.len == len && seg.fd >= 0
+       && seg.pid == getpid(), "a node segment is made (%zu bytes)", len);
+    for (size_t i = 0; i < len; i++)
+        ((unsigned char *) seg.map)[i] = (unsigned char) (i * 7);
+    ok(seg_child(s.xp, seg) == 0, "another process maps it through the maker's pid and fd");
+    for (size_t i = 0; i < len; i++)
+        bad += ((unsigned char *) seg.map)[i] != (unsigned char) (i * 7 + 1);
+    ok(bad == 0, "its stores are the maker's loads (%zu bytes differ)", bad);
+    gone = seg;
+    so->seal(&seg);
+    ok(seg.fd == -1 && seg.map && seg_child(s.xp, gone) == 1,
+       "sealed: the maker keeps its mapping, nobody maps it any more");
+    so->free(&seg);
+    ok(seg.map == NULL, "freed: unmapped");
+    rdma_xport_shm.finalize(s.xp);
+}
+
 int main(void)
 {
     alarm(300);
@@ -95,5 +150,6 @@ int main(void)
                 getenv("CH3RDMA_T_XPORT_ONLY"));
     run_refused();
     run_self();
+    run_seg();
     return done_testing();
 }

@@ -30,6 +30,7 @@ int MPIDI_CH3_Init(int has_parent, MPIDI_PG_t * pg_p, int pg_rank)
     int mpi_errno = MPI_SUCCESS;
 
     MPL_UNREFERENCED_ARG(has_parent);   /* CH3 connects to the parent's port */
+    MPIR_Comm_fns = &MPIDI_CH3I_RDMA_comm_fns;  /* MPI_COMM_TYPE_SHARED (rdma_win.c) */
     mpi_errno = MPIDI_CH3I_Progress_init();
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_CH3I_RDMA_init(pg_p, pg_rank);
@@ -110,22 +111,3 @@ const char *MPIDI_CH3_VC_GetStateString(MPIDI_VC_t * vc)
     return names[MPIDI_CH3I_link(vc)->xc.state];
 }
 #endif
-
-int MPIDI_CH3_Win_fns_init(MPIDI_CH3U_Win_fns_t * win_fns)
-{
-    MPL_UNREFERENCED_ARG(win_fns);
-    return MPI_SUCCESS;
-}
-
-int MPIDI_CH3_Win_hooks_init(MPIDI_CH3U_Win_hooks_t * win_hooks)
-{
-    MPL_UNREFERENCED_ARG(win_hooks);
-    return MPI_SUCCESS;
-}
-
-/* The pipe is a FIFO per VC: active-message flushes are ordered. */
-int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_orderings)
-{
-    win_pkt_orderings->am_flush_ordered = 1;
-    return MPI_SUCCESS;
-}

@@ -26,6 +26,10 @@ static inline rdma_link_t *MPIDI_CH3I_link(const MPIDI_VC_t * vc)
     return (rdma_link_t *) (void *) vc->ch.link.bytes;
 }
 
+/* MPI_COMM_TYPE_SHARED: node communicators when windows can share
+ * memory (rdma_win.c, which also fills CH3's window hooks). */
+extern MPIR_Commops MPIDI_CH3I_RDMA_comm_fns;
+
 /* The five-function RDMA channel interface (P3 sec. 2.2, rdma_channel.c). */
 int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);

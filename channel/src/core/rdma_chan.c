@@ -583,3 +583,58 @@ RDMA_HOT rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
     }
     return RDMA_OK;
 }
+
+/* --- node segments (MPI-3 shared windows) ------------------------------ */
+
+static const rdma_chan_xport_t *rdma_chan_seg_xport(const rdma_chan_t * ch)
+{
+    const rdma_chan_xport_t *x = &ch->xp[RDMA_XP_SHM];
+
+    return x->xp && x->ops->seg ? x : NULL;
+}
+
+int rdma_chan_seg_usable(const rdma_chan_t * ch)
+{
+    return rdma_chan_seg_xport(ch) != NULL;
+}
+
+/* make (len bytes) or map seg over the shm transport. */
+static rdma_status_t rdma_chan_seg_get(rdma_chan_t * ch, rdma_seg_t * seg, size_t len, int make)
+{
+    const rdma_chan_xport_t *x = rdma_chan_seg_xport(ch);
+    rdma_status_t st;
+
+    if (make || !x) {
+        seg->map = NULL;
+        seg->fd = -1;
+    }
+    if (!x)
+        return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOSYS, "no node segments: %s",
+                        ch->xp[RDMA_XP_SHM].xp ? "the shm transport has none"
+                        : "the shm transport is not open (MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs)");
+    st = make ? x->ops->seg->make(x->xp, len, seg) : x->ops->seg->map(x->xp, seg);
+    return st == RDMA_OK ? st : rdma_say(ch->msg, sizeof(ch->msg), st, "%s",
+                                         x->ops->error(x->xp));
+}
+
+rdma_status_t rdma_chan_seg_make(rdma_chan_t * ch, size_t len, rdma_seg_t * seg)
+{
+    return rdma_chan_seg_get(ch, seg, len, 1);
+}
+
+rdma_status_t rdma_chan_seg_map(rdma_chan_t * ch, rdma_seg_t * seg)
+{
+    return rdma_chan_seg_get(ch, seg, seg->len, 0);
+}
+
+void rdma_chan_seg_seal(rdma_chan_t * ch, rdma_seg_t * seg)
+{
+    if (seg->fd >= 0)
+        ch->xp[RDMA_XP_SHM].ops->seg->seal(seg);
+}
+
+void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg)
+{
+    if (seg->map || seg->fd >= 0)
+        ch->xp[RDMA_XP_SHM].ops->seg->free(seg);
+}

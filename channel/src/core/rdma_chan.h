@@ -257,6 +257,17 @@ int rdma_chan_cpus_format(const rdma_chan_cpus_t * s, char *buf, size_t len);
 int rdma_chan_cpus_merge(rdma_chan_cpus_t * s, const char *text);
 int rdma_chan_cpus_count(const rdma_chan_cpus_t * s);
 
+/* Node segments (rdma_seg_t, rdma_xport.h: MPI-3 shared windows) over
+ * the shm transport.  usable: it is open (cfg.transport is not verbs).
+ * make: a new segment of len bytes; map: the one seg's len, pid and fd
+ * name (made by another process of the node); seal: once every process
+ * mapped it; free: unmap.  Failures say why in ch->msg. */
+int rdma_chan_seg_usable(const rdma_chan_t * ch);
+rdma_status_t rdma_chan_seg_make(rdma_chan_t * ch, size_t len, rdma_seg_t * seg);
+rdma_status_t rdma_chan_seg_map(rdma_chan_t * ch, rdma_seg_t * seg);
+void rdma_chan_seg_seal(rdma_chan_t * ch, rdma_seg_t * seg);
+void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
+
 /* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
 int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len);
 

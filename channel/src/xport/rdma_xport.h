@@ -169,6 +169,25 @@ typedef struct rdma_xport_counters {
     uint64_t helper_regs;       /* registrations the helper made ahead of use */
 } rdma_xport_counters_t;
 
+/* Memory the processes of one node share (MPI-3 shared windows): one
+ * process makes it (make: map, len, and pid/fd through which the
+ * others map it), the others map it (map, given len, pid and fd),
+ * then the maker seals it (seal: closes its fd; the mappings stay).  free
+ * unmaps (and seals).  A process that dies leaves nothing behind in the
+ * file system.  Errors: the transport's error(). */
+typedef struct rdma_seg {
+    void *map;                  /* NULL: not mapped */
+    size_t len;
+    int32_t pid, fd;            /* the maker's; fd -1 once sealed */
+} rdma_seg_t;
+
+typedef struct rdma_xport_seg_ops {
+    rdma_status_t (*make) (rdma_xport_t * xp, size_t len, rdma_seg_t * seg);
+    rdma_status_t (*map) (rdma_xport_t * xp, rdma_seg_t * seg);
+    void (*seal) (rdma_seg_t * seg);
+    void (*free) (rdma_seg_t * seg);
+} rdma_xport_seg_ops_t;
+
 struct rdma_xport_ops {
     const char *name;
     int wire;                   /* frames cross a NIC: every byte on them costs */
@@ -218,6 +237,8 @@ struct rdma_xport_ops {
      * this host's zero-copy path is slower than the ring's pipelined copy,
      * else 0; why: one line of what was measured. */
     int (*zcopy_slow) (rdma_xport_t * xp, char *why, size_t len);
+    /* Node segments (NULL: the transport has none). */
+    const rdma_xport_seg_ops_t *seg;
 };
 
 /* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */

@@ -2,7 +2,8 @@
  * rdma_shm.h: the shared-memory transport's internals, shared by its
  * files: rdma_xport_shm.c (the region, peers of the job, the ops table),
  * rdma_shm_dyn.c (peers outside the job: dynamic processes),
- * rdma_shm_grow.c (growing rings) and rdma_shm_probe.c (zero-copy or not).
+ * rdma_shm_grow.c (growing rings), rdma_shm_probe.c (zero-copy or not)
+ * and rdma_shm_seg.c (node segments).
  *
  * Each process owns one region, a memfd mapped shared:
  *
@@ -124,6 +125,9 @@ static inline shm_req_t *rdma_shm_mailbox(uint8_t * map)
 
 /* Wake pe's owner if it sleeps (after a store it may wait for). */
 int rdma_shm_wake(shm_peer_t * pe);
+
+/* rdma_shm_seg.c: node segments (MPI-3 shared windows) */
+extern const rdma_xport_seg_ops_t rdma_shm_seg_ops;
 
 /* A new memfd of len bytes (named name), mapped shared; on failure
  * nothing is left and err says why. */

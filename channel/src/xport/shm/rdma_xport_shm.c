@@ -587,4 +587,5 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .pipe_ops = &rdma_shm_pipe_ops,
     .zc = &rdma_shm_zc_ops,
     .zcopy_slow = rdma_shm_zcopy_slow,
+    .seg = &rdma_shm_seg_ops,
 };

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One-sided MPI and MPI-3 shared memory on this host (the shm transport):
+# node communicators and shared windows that share (mpi_shm_win), and the
+# randomized RMA stress (mpi_rma_stress: every window flavour and
+# synchronisation mode, verified against a local model of the window; the
+# seed is printed, replay: mpi_rma_stress SECONDS SEED on as many ranks).
+# CH3RDMA_RMA_SECONDS per stress run (default 10).
+. "$(dirname "$0")/../lib.sh"
+. "$TOP/test/mpi/build-progs.sh"
+plan 4
+mpi_setup
+T=${CH3RDMA_RMA_SECONDS:-10}
+expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (stores through shared_query seen by the owner)" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
+expect_output 0 '^ok 5 ' "the same with 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_shm_win"
+EXPECT_TIMEOUT=$((T * 4 + 120))
+expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_rma_stress" "$T"
+expect_output 0 '^1\.\.24$' "RMA stress $T s, 3 ranks (oversubscribed)" -- \
+    "$P/bin/mpiexec" -n 3 "$W/mpi_rma_stress" "$T"
+done_testing
