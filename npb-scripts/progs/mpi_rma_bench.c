@@ -19,7 +19,7 @@
  * (MPI_SUM); fop (MPI_Fetch_and_op, MPI_SUM) and cas
  * (MPI_Compare_and_swap) work on one int64 (size 8, lat only).
  * Each measurement runs warm-up iterations then iterations scaled with
- * the size, R times (default 5); the median is printed.
+ * the size, R times (default 5, at most MAX_REPS); the median is printed.
  *
  * Output: comment lines starting with '#', then one line per measurement
  * under "# test size_bytes median_us median_MBps", the test named
@@ -35,6 +35,7 @@
 #define TARGET_BYTES (64UL << 20)
 #define MAX_ITERS 2000
 #define WINDOW_BYTES (64UL << 20)
+#define MAX_REPS 64
 
 enum { PUT, GET, ACC, FOP, CAS, NOP };
 enum { FLUSH, LOCK, FENCE, PSCW, NSYNC };
@@ -103,7 +104,8 @@ static int parse(int argc, char **argv)
         if (rc)
             return -1;
     }
-    return o.min >= 1 && o.min <= o.max && o.reps >= 1 && o.window >= 1 ? 0 : -1;
+    return o.min >= 1 && o.min <= o.max && o.reps >= 1 && o.reps <= MAX_REPS && o.window >= 1
+        ? 0 : -1;
 }
 
 /* One op of n bytes at displacement d of rank 1's window. */
@@ -161,7 +163,7 @@ static int cmp_double(const void *a, const void *b)
 static double measure(MPI_Win win, int op, int sync, size_t n, int w)
 {
     long iters = (long) (TARGET_BYTES / (n * (size_t) w));
-    double t[64];
+    double t[MAX_REPS];
 
     iters = iters < 20 ? 20 : iters > MAX_ITERS ? MAX_ITERS : iters;
     if (sync == FLUSH)
@@ -231,7 +233,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != 2 || parse(argc, argv)) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpiexec -n 2 mpi_rma_bench [--min S] [--max S] [--reps R] "
+            fprintf(stderr, "usage: mpiexec -n 2 mpi_rma_bench [--min S] [--max S] [--reps 1..64] "
                     "[--ops put,get,acc,fop,cas] [--flavors create,allocate] "
                     "[--syncs flush,lock,fence,pscw] [--tests lat,bw] [--window W]\n");
         MPI_Finalize();
