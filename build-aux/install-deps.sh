@@ -5,7 +5,7 @@
 #   peers: Debian's Open MPI and MPICH (ch4:ucx), compared against
 set -euo pipefail
 
-pkgs_build="gcc g++ make autoconf automake libtool perl gfortran xz-utils dpkg-dev libibverbs-dev"
+pkgs_build="gcc g++ make autoconf automake libtool perl gfortran xz-utils dpkg-dev patch libibverbs-dev"
 pkgs_vm="qemu-system-x86 busybox-static kmod rdma-core ibverbs-providers ibverbs-utils perftest iproute2 openssh-server openssh-client slurm-wlm munge"
 pkgs_npb="gfortran gnuplot-nox"
 pkgs_peers="openmpi-bin libopenmpi-dev mpich libmpich-dev"  # Debian's MPIs, for comparisons

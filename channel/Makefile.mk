@@ -48,6 +48,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3/rdma_owner.c \
     $(rdma_dir)/src/ch3/rdma_block.c \
     $(rdma_dir)/src/ch3/rdma_win.c \
+    $(rdma_dir)/src/ch3/rdma_rma.c \
     $(rdma_dir)/src/ch3/rdma_pvars.c \
     $(rdma_dir)/src/core/rdma_chan.c \
     $(rdma_dir)/src/core/rdma_chan_wait.c \
@@ -66,6 +67,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_conn.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_data.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_reg.c \
+    $(rdma_dir)/src/xport/verbs/rdma_verbs_rma.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_eager.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_grow.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \

@@ -174,6 +174,17 @@ cvar_hash() { (cd "$top" && channel_c | xargs sed -n \
 errkey_hash() { (cd "$top" && cat channel/errnames.txt &&
     channel_c | xargs grep -ho '"\*\*[^"]*"' | sort -u) | hash_of; }
 
+# CH3 changes the channel needs (channel/patches/*.patch, each explained
+# at its top and in docs/design.md): applied once to the copy.
+ch3_patches() { ls "$top"/channel/patches/*.patch 2>/dev/null || true; }
+apply_patches() {
+    local p
+    for p in $(ch3_patches); do
+        log "applying $(basename "$p")"
+        patch -d "$1" -p1 -N -s < "$p" || die "$p does not apply to MPICH $MPICH_VERSION"
+    done
+}
+
 prepare_rdma_tree() {
     local tree=$1 pristine=$2 root=$3
     if [ ! -f "$tree/.copied" ]; then
@@ -181,6 +192,7 @@ prepare_rdma_tree() {
         cp -a "$pristine" "$tree"
         echo 'include $(top_srcdir)/src/mpid/ch3/channels/rdma/Makefile.mk' \
             >> "$tree/src/mpid/ch3/channels/Makefile.mk"
+        apply_patches "$tree"
         touch "$tree/.copied"
     fi
     sync_channel "$tree" > /dev/null
@@ -225,7 +237,7 @@ main() {
     pristine=$(pristine_tree) || exit 1
     args="--with-device=ch3:$dev $COMMON_ARGS $extra_args"
     tkey=$( { echo "$pristine"; [ "$dev" != rdma ] || cat "$top/channel/Makefile.mk" \
-        "$top/channel/subconfigure.m4"; } | hash_of)
+        "$top/channel/subconfigure.m4" $(ch3_patches); } | hash_of)
     key=$(echo "$tkey $args" | hash_of)
     root="$cache/$MPICH_VERSION/$dev-$key"
     if [ "$print_prefix" = yes ]; then echo "$root/prefix"; return; fi

@@ -64,12 +64,15 @@ typedef struct MPIDI_CH3I_Progress_state {
 extern volatile unsigned int MPIDI_CH3I_progress_completion_count;
 
 /* Per-window channel state: a window in a node segment (MPI-3 shared
- * memory, src/ch3/rdma_win.c).  Set at creation, read-only until
+ * memory, src/ch3/rdma_win.c) and the keys of direct operations
+ * (src/ch3/rdma_rma.c).  Set at creation, read-only until
  * MPI_Win_free. */
 #define MPIDI_CH3_WIN_DECL                                                      \
     void *shm_seg;              /* the node segment, mapped; NULL: none */     \
     size_t shm_seg_len;                                                         \
     MPL_proc_mutex_t *shm_mutex;        /* accumulates to node targets: in     \
-                                         * shm_seg's header page */
+                                         * shm_seg's header page */            \
+    struct MPIDI_CH3I_win_rma *rma;     /* direct operations (rdma_rma.c)     \
+                                         * NULL: none */
 
 #endif /* MPIDI_CH3_PRE_H_INCLUDED */

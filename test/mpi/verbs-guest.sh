@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 42
+plan 45
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -119,6 +119,13 @@ expect_output 1 'shared window: no shared memory \(MPIR_CVAR_CH3_RDMA_TRANSPORT=
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
+# Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node
+expect_output 0 '^1\.\.5$' "2 nodes: puts and gets as RDMA writes and reads, every sync mode, exclusive-lock counter (each unlock waits for its write)" -- \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.5$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
+    env $V "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.5$' "2 nodes x 2 ranks: RDMA across and CMA on each node at once" -- \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \

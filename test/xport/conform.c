@@ -153,7 +153,7 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->ring_max = sc->grow;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
-        rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, nd };
+        rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, conform_rma_done, nd };
     if (sc->dynamic && nd) {
         prm->rank = 0;
         prm->size = 1;
@@ -587,6 +587,8 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         if (sc->pingpong)
             rank_pingpong(&nd);
         rank_check_ready(&nd);
+        if (sc->rma && conform_rma(&nd))
+            exit(1);
         if (sc->exit_rank > 0)
             rank_close_handshake(&nd);
     }
@@ -688,18 +690,19 @@ static void group_send_all(group_t * g, const char *s)
 /* The driver's side of the exchange: cards out, barrier, until all EOF. */
 static void group_pump(group_t * g)
 {
-    int n = g->sc->nprocs, r, open_fds, sent_table = 0, sent_go = 0;
+    int n = g->sc->nprocs, r, open_fds, sent_table = 0;
     double limit = conform_now() + GROUP_LIMIT + 30;
     struct pollfd pf[CONFORM_MAXP];
     char table[CONFORM_MAXP * (CONFORM_CARD_LEN + 1) + 8];
 
     for (;;) {
-        int nbar = 0;
+        int nbar = 0, waiting = 0;
         for (r = 0, open_fds = 0; r < n; r++) {
             pf[r].fd = g->ch[r].eof ? -1 : g->ch[r].fd;
             pf[r].events = POLLIN;
             open_fds += !g->ch[r].eof;
             nbar += g->ch[r].barrier || g->ch[r].eof;
+            waiting += g->ch[r].barrier;
         }
         if (!open_fds || conform_now() > limit)
             break;
@@ -710,9 +713,10 @@ static void group_pump(group_t * g)
             group_send_all(g, strcat(table, "\n"));
             sent_table = 1;
         }
-        if (!sent_go && nbar == n) {
+        if (waiting && nbar == n) {     /* a barrier: every rank there (or gone) */
             group_send_all(g, "G\n");
-            sent_go = 1;
+            for (r = 0; r < n; r++)
+                g->ch[r].barrier = 0;
         }
         if (poll(pf, (nfds_t) n, 500) > 0)
             for (r = 0; r < n; r++)
@@ -850,6 +854,11 @@ const conform_case_t conform_cases[] = {
     {"closed", "3 ranks; rank 1 exits right after its close handshake with rank 0, which "
      "progresses 3x the timeout (2 s) more: its last message lands, nothing is reported",
      {.nprocs = 3, .exit_rank = 1, .late = 6, .timeout = 2}, NULL},
+    {"rma", "2 ranks: one-sided puts (8 B inline, 4 KiB, the rest of 256 KiB) and gets into "
+     "each other's exposed window at once, read back, and seen by the owner's CPU",
+     {.rma = 1}, NULL},
+    {"rma", "3 ranks: one-sided puts and gets between all pairs at once", {.nprocs = 3, .rma = 1},
+     NULL},
     {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
      {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},
 };

@@ -22,7 +22,8 @@
  * the transport for three times the timeout (its channel thread runs, as
  * in rdma_chan) is waited for, not reported dead, and a peer that exits
  * right after the close handshake is no failure (its last write still
- * lands).  A transport adds its own
+ * lands), and puts and gets into a peer's exposed window land where and
+ * when they say (conform_rma.c).  A transport adds its own
  * scenarios (peer death, zero-copy rights...) through conform_xport_t.
  */
 #ifndef CONFORM_H_INCLUDED
@@ -70,6 +71,7 @@ typedef struct scen {
                                  * ev.accept), as for dynamic processes */
     int refuse_rank;            /* dynamic: this rank's ev.accept refuses every
                                  * hello; it answers for `late` s, then leaves */
+    int rma;                    /* one-sided operations (conform_rma.c) after the streams */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
     double timeout;
@@ -127,6 +129,11 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm);
  * CONFORM_CARD_LEN-byte business card). */
 rdma_status_t conform_open(node_t * nd, const scen_t * sc, int rank, char *card, char *err,
                            size_t errlen);
+
+/* One-sided operations (conform_rma.c): ev.rma_done, and the scenario
+ * (0, or -1 with a diagnosis said). */
+void conform_rma_done(void *arg, rdma_conn_t * c, void *cookie, rdma_status_t st);
+int conform_rma(node_t * nd);
 
 /* Run the cases (ids listed in only, NULL: all) against conform_t. */
 void conform_run(const conform_case_t * cases, size_t n, const char *only);

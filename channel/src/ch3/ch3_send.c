@@ -296,6 +296,16 @@ int MPIDI_CH3_iSendv(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, in
     return send_req(vc, sreq, iov, n_iov);
 }
 
+/* A direct one-sided operation in flight (rdma_rma.c) takes its place in
+ * vc's send queue as a hold: what is sent after it waits until req
+ * completes, i.e. until its bytes are in place (the transport orders
+ * nothing after a write).  An RMA-kind request is never a message here. */
+void MPIDI_CH3I_Sendq_hold(MPIDI_VC_t * vc, MPIR_Request * req)
+{
+    req->dev.iov_count = 0;
+    sendq_enqueue(&vc->ch, req);
+}
+
 /* Drain vc's send queue as far as the pipe allows. */
 int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
 {
@@ -304,6 +314,13 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
     size_t nb;
 
     while ((sreq = vc->ch.sendq_head) != NULL) {
+        if (sreq->kind == MPIR_REQUEST_KIND__RMA) {     /* a hold */
+            if (!MPIR_Request_is_complete(sreq))
+                break;
+            sendq_dequeue(&vc->ch);
+            *progressed = TRUE;
+            continue;
+        }
         mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == 0)
@@ -325,14 +342,19 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
     goto fn_exit;
 }
 
-/* vc failed (ch3_fail.c): every queued request completes with err. */
+/* vc failed (ch3_fail.c): every queued request completes with err; a
+ * hold is only dropped (the transport reports its operation failed). */
 void MPIDI_CH3I_Sendq_fail(MPIDI_VC_t * vc, int err)
 {
     MPIR_Request *sreq;
 
     while ((sreq = vc->ch.sendq_head) != NULL) {
-        sreq->status.MPI_ERROR = err;
+        int hold = sreq->kind == MPIR_REQUEST_KIND__RMA;
+
+        if (!hold)
+            sreq->status.MPI_ERROR = err;
         sendq_dequeue(&vc->ch);
-        MPID_Request_complete(sreq);
+        if (!hold)
+            MPID_Request_complete(sreq);
     }
 }

@@ -30,6 +30,15 @@ static inline rdma_link_t *MPIDI_CH3I_link(const MPIDI_VC_t * vc)
  * memory (rdma_win.c, which also fills CH3's window hooks). */
 extern MPIR_Commops MPIDI_CH3I_RDMA_comm_fns;
 
+/* Direct one-sided operations (rdma_rma.c): CH3's gather_info with the
+ * windows' keys, their release at MPI_Win_free, the transport's report
+ * of a finished operation (owner.rma_done); a direct operation in flight
+ * holds vc's later sends until req completes (ch3_send.c). */
+int MPIDI_CH3I_RDMA_win_rma_init(MPIDI_CH3U_Win_fns_t * win_fns);
+void MPIDI_CH3I_RDMA_win_rma_free(MPIR_Win * win);
+void MPIDI_CH3I_RDMA_rma_done(void *arg, rdma_link_t * l, void *cookie, rdma_status_t st);
+void MPIDI_CH3I_Sendq_hold(MPIDI_VC_t * vc, MPIR_Request * req);
+
 /* The five-function RDMA channel interface (P3 sec. 2.2, rdma_channel.c). */
 int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank);
 int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank);

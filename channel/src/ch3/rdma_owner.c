@@ -252,5 +252,5 @@ static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
 
 const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner = {
     rdma_owner_link_of, rdma_owner_card_of, rdma_owner_ready, rdma_owner_failed,
-    rdma_owner_resolve, rdma_owner_accept, NULL
+    rdma_owner_resolve, rdma_owner_accept, MPIDI_CH3I_RDMA_rma_done, NULL
 };

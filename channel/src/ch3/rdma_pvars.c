@@ -46,6 +46,13 @@ static const rdma_pvar_t rdma_pvars[] = {
               "(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES)"),
     RDMA_PVAR("rdma_helper_registrations", xp.helper_regs, COUNTER,
               "Registrations the helper thread made ahead of use (MPIR_CVAR_CH3_RDMA_REG_HELPER)"),
+    RDMA_PVAR("rdma_rma_direct_puts", rma_puts, COUNTER,
+              "MPI_Put operations the NIC (RDMA write) or CMA did without the target's CPU"),
+    RDMA_PVAR("rdma_rma_direct_gets", rma_gets, COUNTER,
+              "MPI_Get operations the NIC (RDMA read) or CMA did without the target's CPU"),
+    RDMA_PVAR("rdma_rma_messages", rma_messages, COUNTER,
+              "One-sided operations to other nodes or to user-memory windows sent as CH3 "
+              "messages (accumulates, derived datatypes, lock requests, no direct path)"),
     RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,
               "User memory registered with the NIC now, cached registrations included"),
     /* MPICH 4.0.2 drops the watermark flag of a handle (pvar_impl.c,

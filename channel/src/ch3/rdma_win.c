@@ -13,7 +13,9 @@
  * and stores (mpid_rma_shm.h), accumulates under the window's
  * process-shared mutex (MPIDI_CH3I_SHM_MUTEX_*, mpidi_ch3_impl.h), and
  * MPI_Win_shared_query gives the peer's part.  Windows over user memory
- * (MPI_Win_create) and dynamic windows keep CH3's active messages.
+ * (MPI_Win_create), dynamic windows and targets on other nodes go
+ * through CH3's issue path, where rdma_rma.c does contiguous puts and
+ * gets directly.
  *
  * Node communicators group the node's ranks whenever segments can be
  * made: the shm transport is open (MPIR_CVAR_CH3_RDMA_TRANSPORT is not
@@ -72,6 +74,7 @@ static int rdma_win_init(MPI_Aint size, int disp_unit, int create_flavor, int mo
     (*win_ptr)->shm_seg = NULL;
     (*win_ptr)->shm_seg_len = 0;
     (*win_ptr)->shm_mutex = NULL;
+    (*win_ptr)->rma = NULL;
     return MPI_SUCCESS;
 }
 
@@ -235,6 +238,7 @@ static int rdma_win_free(MPIR_Win ** win_ptr)
     MPIR_Win *win = *win_ptr;
     rdma_seg_t seg = {.map = win->shm_seg,.len = win->shm_seg_len,.fd = -1 };
 
+    MPIDI_CH3I_RDMA_win_rma_free(win);
     if (!win->shm_seg)
         return MPI_SUCCESS;
     rdma_chan_seg_free(&MPIDI_CH3I_chan, &seg);
@@ -249,7 +253,7 @@ int MPIDI_CH3_Win_fns_init(MPIDI_CH3U_Win_fns_t * win_fns)
 {
     win_fns->allocate_shm = rdma_win_allocate_shm;
     win_fns->shared_query = rdma_win_shared_query;
-    return MPI_SUCCESS;
+    return MPIDI_CH3I_RDMA_win_rma_init(win_fns);
 }
 
 int MPIDI_CH3_Win_hooks_init(MPIDI_CH3U_Win_hooks_t * win_hooks)

@@ -93,6 +93,13 @@ int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t le
     return 0;
 }
 
+static void rdma_chan_rma_done(void *arg, rdma_conn_t * c, void *cookie, rdma_status_t st)
+{
+    rdma_chan_t *ch = ((rdma_chan_xport_t *) arg)->ch;
+
+    ch->owner.rma_done(ch->owner.arg, rdma_link_of(c), cookie, st);
+}
+
 /* Tokens are separated by ';': PMI-1 values cannot contain spaces. */
 static rdma_status_t rdma_chan_card_of(void *arg, int rank, char *buf, size_t len)
 {
@@ -164,7 +171,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
         rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,
-        &ch->xp[k] };
+        rdma_chan_rma_done, &ch->xp[k] };
     prm->own = k == RDMA_XP_VERBS ? &cfg->verbs : NULL;
 }
 
@@ -296,6 +303,9 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
         c->ring_bytes += l->pipe.rx.cfg.ring_size
             + (l->pipe.cfg.flag_publishes ? 0 : l->pipe.tx.cfg.ring_size);
     }
+    c->rma_puts = ch->rma_count[0];
+    c->rma_gets = ch->rma_count[1];
+    c->rma_messages = ch->rma_count[2];
     for (k = 0; k < RDMA_XP_N; k++)
         if (ch->xp[k].xp && ch->xp[k].ops->counters)
             ch->xp[k].ops->counters(ch->xp[k].xp, &c->xp);
@@ -637,4 +647,54 @@ void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg)
 {
     if (seg->map || seg->fd >= 0)
         ch->xp[RDMA_XP_SHM].ops->seg->free(seg);
+}
+
+/* --- one-sided operations (MPI windows) -------------------------------- */
+
+void rdma_chan_win_expose(rdma_chan_t * ch, void *addr, size_t len, rdma_chan_wkey_t * w,
+                          rdma_chan_wh_t * h)
+{
+    int k;
+
+    memset(w, 0, sizeof(*w));
+    memset(h, 0, sizeof(*h));
+    for (k = 0; k < RDMA_XP_N; k++) {
+        const rdma_chan_xport_t *x = &ch->xp[k];
+
+        if (!x->xp || !x->ops->rma || !ch->owner.rma_done || len == 0)
+            continue;
+        if (x->ops->rma->expose(x->xp, addr, len, &w->key[k], &h->h[k]) == RDMA_OK)
+            w->ok |= 1u << k;
+        else
+            rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "%s", x->ops->error(x->xp));
+    }
+}
+
+void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_chan_wh_t * h)
+{
+    int k;
+
+    for (k = 0; k < RDMA_XP_N; k++)
+        if (w->ok & 1u << k)
+            ch->xp[k].ops->rma->unexpose(ch->xp[k].xp, h->h[k]);
+    memset(h, 0, sizeof(*h));
+}
+
+rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
+                            uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
+                            int *done)
+{
+    const rdma_xport_rma_ops_t *r = l->xc.ops ? l->xc.ops->rma : NULL;
+    int k = l->xc.ops == ch->xp[RDMA_XP_VERBS].ops ? RDMA_XP_VERBS : RDMA_XP_SHM;
+
+    rdma_status_t st;
+
+    *done = 0;
+    if (!r || l->xc.state != RDMA_CONN_READY || !(peer->ok & 1u << k))
+        return RDMA_ERR_REFUSED;
+    st = get ? r->get(l->xc.priv, local, len, raddr, peer->key[k], cookie, done)
+        : r->put(l->xc.priv, local, len, raddr, peer->key[k], cookie, done);
+    if (st == RDMA_OK)
+        ch->rma_count[get ? 1 : 0]++;
+    return st;
 }

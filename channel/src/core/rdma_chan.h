@@ -57,6 +57,9 @@ typedef struct rdma_chan_owner {
      * NULL: none. */
     rdma_status_t (*resolve) (void *arg, rdma_link_t * l);
     rdma_link_t *(*accept) (void *arg, const char *who);
+    /* a one-sided operation started with rdma_chan_rma finished (NULL: the
+     * owner starts none) */
+    void (*rma_done) (void *arg, rdma_link_t * l, void *cookie, rdma_status_t st);
     void *arg;
 } rdma_chan_owner_t;
 
@@ -97,6 +100,9 @@ struct rdma_chan {
     char xp_why[RDMA_XP_N][RDMA_MSG_LEN];       /* xp[k] not opened: why (cold,
                                                  * off the poll's cache lines) */
     double ring_next;           /* when rdma_chan_idle_check looks next */
+    /* one-sided operations (owner only): started by rdma_chan_rma (puts,
+     * gets), and those its owner sent as messages (rdma_chan_rma_message) */
+    uint64_t rma_count[3];
 };
 
 /* Set up ch (nothing opened yet); ops[k] serves transport k. */
@@ -130,6 +136,8 @@ typedef struct rdma_chan_counters {
     uint64_t ring_shrinks;      /* ... back to the first size (idle) */
     uint64_t ring_bytes;        /* receive rings, and send stages that are not
                                  * the peer's ring (verbs), now */
+    uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
+    uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
     rdma_xport_counters_t xp;
 } rdma_chan_counters_t;
 
@@ -267,6 +275,40 @@ rdma_status_t rdma_chan_seg_make(rdma_chan_t * ch, size_t len, rdma_seg_t * seg)
 rdma_status_t rdma_chan_seg_map(rdma_chan_t * ch, rdma_seg_t * seg);
 void rdma_chan_seg_seal(rdma_chan_t * ch, rdma_seg_t * seg);
 void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
+
+/* One-sided operations on window memory (rdma_xport_rma_ops_t).
+ * win_expose makes [addr, addr+len) accessible over every open transport
+ * that has them; *w (plain data, the same size everywhere) is what the
+ * peers need (the owner sends it to them), *h what unexpose needs.  A
+ * transport that cannot expose (limits, said once in ch->msg) is left out
+ * of w->ok: the peers it serves use messages.
+ * rdma_chan_rma starts a put (get 0) or get of len bytes between local and
+ * raddr in the memory l's peer exposed as *peer: RDMA_OK and *done = 1
+ * when finished, *done = 0 when owner.rma_done(cookie) will say; else
+ * the operation was not started (RDMA_ERR_NOMEM: not now; RDMA_ERR_REFUSED:
+ * not over this link; RDMA_ERR_PEER: it failed) and the owner sends it as
+ * a message. */
+typedef struct rdma_chan_wkey {
+    uint64_t key[RDMA_XP_N];
+    uint32_t ok;                /* bit k: exposed over transport k */
+    uint32_t pad;
+} rdma_chan_wkey_t;
+typedef struct rdma_chan_wh {
+    void *h[RDMA_XP_N];
+} rdma_chan_wh_t;
+
+void rdma_chan_win_expose(rdma_chan_t * ch, void *addr, size_t len, rdma_chan_wkey_t * w,
+                          rdma_chan_wh_t * h);
+void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_chan_wh_t * h);
+rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
+                            uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
+                            int *done);
+
+/* The owner sent a one-sided operation as a message (counted). */
+static inline void rdma_chan_rma_message(rdma_chan_t * ch)
+{
+    ch->rma_count[2]++;
+}
 
 /* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
 int rdma_chan_card_token(const char *card, const char *key, char *buf, size_t len);

@@ -141,6 +141,10 @@ typedef struct rdma_xport_events {
      * CONNECTING to it), NULL to refuse, or RDMA_CONN_LATER: ask again
      * later (the owner does not know that peer yet) */
     rdma_conn_t *(*accept) (void *arg, const char *who);
+    /* a one-sided operation started with rma.put/get on c finished (st:
+     * RDMA_OK, or the connection failed); once per started operation, in
+     * the order they were started on c */
+    void (*rma_done) (void *arg, rdma_conn_t * c, void *cookie, rdma_status_t st);
     void *arg;
 } rdma_xport_events_t;
 
@@ -187,6 +191,33 @@ typedef struct rdma_xport_seg_ops {
     void (*seal) (rdma_seg_t * seg);
     void (*free) (rdma_seg_t * seg);
 } rdma_xport_seg_ops_t;
+
+/* One-sided access to the memory of MPI windows (NULL: none).
+ *   expose    makes [addr, addr+len) of this process writable and readable
+ *             by every peer of the transport: *key for the peers, *handle
+ *             for unexpose.  RDMA_ERR_NOMEM: limits (memlock, the pinned
+ *             cap), said in error().
+ *   put/get   start moving len bytes between src/dst here and the peer's
+ *             [raddr, raddr+len) (its key), on connection ctx (c->priv).
+ *             *done = 1: finished already (the bytes are in place at both
+ *             ends); else ev.rma_done(cookie) reports it, once.  When
+ *             rma_done says RDMA_OK after a put, the bytes are in the
+ *             peer's memory: a later access by any process sees them.
+ *             RDMA_ERR_NOMEM: not now (queues, registration limits: the
+ *             owner sends the operation another way); RDMA_ERR_REFUSED:
+ *             never on this connection; RDMA_ERR_PEER: the connection broke.
+ * Nothing written this way orders anything else: a frame written after a
+ * put may land before it.  The owner waits for rma_done where it needs
+ * the bytes in place. */
+typedef struct rdma_xport_rma_ops {
+    rdma_status_t (*expose) (rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                             void **handle);
+    void (*unexpose) (rdma_xport_t * xp, void *handle);
+    rdma_status_t (*put) (void *ctx, const void *src, size_t len, uint64_t raddr, uint64_t key,
+                          void *cookie, int *done);
+    rdma_status_t (*get) (void *ctx, void *dst, size_t len, uint64_t raddr, uint64_t key,
+                          void *cookie, int *done);
+} rdma_xport_rma_ops_t;
 
 struct rdma_xport_ops {
     const char *name;
@@ -239,6 +270,8 @@ struct rdma_xport_ops {
     int (*zcopy_slow) (rdma_xport_t * xp, char *why, size_t len);
     /* Node segments (NULL: the transport has none). */
     const rdma_xport_seg_ops_t *seg;
+    /* One-sided operations on window memory (NULL: none). */
+    const rdma_xport_rma_ops_t *rma;
 };
 
 /* The channel-thread source of xp (bg_fds, bg_run); 0: it has none. */

@@ -182,28 +182,89 @@ static rdma_status_t rdma_shm_pull(void *ctx, const struct iovec *dst, int n, ui
     return RDMA_ERR_XPORT;
 }
 
+/* Copy len bytes between local and the peer's raddr with CMA (write:
+ * process_vm_writev, else readv), synchronously; 0, or the errno. */
+static int rdma_shm_cma(const shm_peer_t * pe, void *local, size_t len, uint64_t raddr, int write)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        struct iovec l = { (char *) local + done, len - done };
+        struct iovec r = { (void *) (uintptr_t) (raddr + done), len - done };
+        ssize_t k = write ? process_vm_writev(pe->pid, &l, 1, &r, 1, 0)
+            : process_vm_readv(pe->pid, &l, 1, &r, 1, 0);
+
+        if (k <= 0)
+            return k < 0 ? errno : EIO;
+        done += (size_t) k;
+    }
+    return 0;
+}
+
 /* Split copy: write our part straight into the receiver's buffer with
  * process_vm_writev while it pulls the other part.  Any failure: refused,
  * and the receiver pulls this part too. */
 static rdma_status_t rdma_shm_push(void *ctx, const void *src, size_t len, uint64_t raddr)
 {
-    pid_t pid = ((shm_peer_t *) ctx)->pid;
-    size_t done = 0;
-
-    while (done < len) {
-        struct iovec l = { (char *) src + done, len - done };
-        struct iovec r = { (void *) (uintptr_t) (raddr + done), len - done };
-        ssize_t k = process_vm_writev(pid, &l, 1, &r, 1, 0);
-
-        if (k <= 0)
-            return RDMA_ERR_REFUSED;
-        done += (size_t) k;
-    }
-    return RDMA_OK;
+    return rdma_shm_cma(ctx, (void *) src, len, raddr, 1) ? RDMA_ERR_REFUSED : RDMA_OK;
 }
 
 static const zc_ops_t rdma_shm_zc_ops = {
     rdma_shm_expose, rdma_shm_unexpose, rdma_shm_pull, rdma_shm_push, NULL
+};
+
+/* ---- one-sided: CMA into and out of window memory ---- */
+
+/* A window is plain memory to CMA: nothing to register, only Yama's
+ * permission to give (rdma_shm_expose). */
+static rdma_status_t rdma_shm_win_expose(rdma_xport_t * xp, void *addr, size_t len,
+                                         uint64_t * key, void **handle)
+{
+    shm_peer_t any = {.xp = xp };
+    int hit;
+
+    return rdma_shm_expose(&any, addr, len, key, handle, &hit);
+}
+
+static void rdma_shm_win_unexpose(rdma_xport_t * xp, void *handle)
+{
+    (void) xp, (void) handle;
+}
+
+/* Synchronous: the bytes are in place on return (*done).  CMA not
+ * permitted: refused (the owner sends such operations as messages). */
+static rdma_status_t rdma_shm_rma(shm_peer_t * pe, void *local, size_t len, uint64_t raddr,
+                                  int write, int *done)
+{
+    int e = rdma_shm_cma(pe, local, len, raddr, write);
+
+    *done = e == 0;
+    if (e == 0)
+        return RDMA_OK;
+    if (e == EPERM || e == EACCES || e == ENOSYS)
+        return RDMA_ERR_REFUSED;
+    SHM_FAIL(pe->xp, RDMA_ERR_PEER, "shm: %s of %zu bytes %s rank %d's window: %s",
+             write ? "process_vm_writev" : "process_vm_readv", len, write ? "into" : "from",
+             pe->conn->peer, strerror(e));
+    return RDMA_ERR_PEER;
+}
+
+static rdma_status_t rdma_shm_rma_put(void *ctx, const void *src, size_t len, uint64_t raddr,
+                                      uint64_t key, void *cookie, int *done)
+{
+    (void) key, (void) cookie;
+    return rdma_shm_rma(ctx, (void *) src, len, raddr, 1, done);
+}
+
+static rdma_status_t rdma_shm_rma_get(void *ctx, void *dst, size_t len, uint64_t raddr,
+                                      uint64_t key, void *cookie, int *done)
+{
+    (void) key, (void) cookie;
+    return rdma_shm_rma(ctx, dst, len, raddr, 0, done);
+}
+
+static const rdma_xport_rma_ops_t rdma_shm_rma_ops = {
+    rdma_shm_win_expose, rdma_shm_win_unexpose, rdma_shm_rma_put, rdma_shm_rma_get
 };
 
 /* kernel.yama.ptrace_scope, -1 without Yama.  Scope 1 (only ancestors
@@ -588,4 +649,5 @@ const rdma_xport_ops_t rdma_xport_shm = {
     .zc = &rdma_shm_zc_ops,
     .zcopy_slow = rdma_shm_zcopy_slow,
     .seg = &rdma_shm_seg_ops,
+    .rma = &rdma_shm_rma_ops,
 };

@@ -95,7 +95,7 @@ enum {
     RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs, at most */
     RDMA_VERBS_MAGIC = 0x63683372,
     RDMA_VERBS_WINDOW = 64,     /* frame writes in flight (rb_config_t.max_writes):
-                                 * queues of 104 and 96 entries, under the 128
+                                 * queues of 120 and 96 entries, under the 128
                                  * providers round them up to */
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
@@ -112,15 +112,21 @@ enum {
     RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
     RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at least */
     RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1, /* write_user's gather list */
+    RDMA_VERBS_RMA_OPS = 16,    /* one-sided operations in flight per connection */
+    RDMA_VERBS_RMA_CHUNK = 1 << 30,     /* bytes per one-sided WR (under every
+                                         * device's max_msg_sz) */
     RDMA_VERBS_RETIRED = 16     /* replaced stages awaiting their writes (a ring
                                  * doubles at most log2(64 MiB / 4 KiB) times) */
 };
 
 /* rdma_verbs_post flags; a sig_fifo entry marked SIG_SENT reports ev.sent */
 enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS_POST_SENT = 4,
-    RDMA_VERBS_POST_LAST = 8    /* a frame of the close handshake (frame_at) */
+    RDMA_VERBS_POST_LAST = 8,   /* a frame of the close handshake (frame_at) */
+    RDMA_VERBS_POST_RMA = 16    /* the last WR of a one-sided operation */
 };
 #define RDMA_VERBS_SIG_SENT (UINT32_C(1) << 31)
+#define RDMA_VERBS_SIG_RMA (UINT32_C(1) << 30)  /* reports rdma_verbs_rma_done */
+#define RDMA_VERBS_SIG_WRS(s) ((s) & ~(RDMA_VERBS_SIG_SENT | RDMA_VERBS_SIG_RMA))
 
 /* Immediate data: kind in bits 0-1; a frame write carries its frame count
  * in bits 2-31 (a superpipeline group holds several frames). */
@@ -258,6 +264,12 @@ typedef struct rdma_verbs_conn {
         rcache_region_t *reg;   /* destination, released at completion */
     } reads[RDMA_VERBS_READS_MAX];      /* in flight, FIFO */
     uint32_t rd_head, rd_tail;
+    struct {
+        void *cookie;           /* the owner's (ev.rma_done) */
+        rcache_region_t *reg;   /* local buffer, released at completion; NULL: inline */
+        int read;               /* a get: reg is of the receive cache */
+    } rma[RDMA_VERBS_RMA_OPS];  /* [main] one-sided operations in flight, FIFO */
+    uint32_t rma_head, rma_tail;        /* [main] */
 } rdma_verbs_conn_t;
 
 struct rdma_xport {
@@ -317,6 +329,8 @@ struct rdma_xport {
     pthread_mutex_t rc_lock;
     rdma_verbs_rc_t rc_src;     /* [rc] send buffers the peer reads: REMOTE_READ */
     rdma_verbs_rc_t rc_dst;     /* [rc] receive buffers our reads fill: LOCAL_WRITE */
+    rdma_verbs_rc_t rc_win;     /* [rc] window memory peers write and read
+                                 * (rdma_verbs_rma.c) */
     rcache_pinned_t pinned;     /* [rc] user memory both caches keep
                                  * registered; .max [fixed]: the cap's rest */
     int rh_on;                  /* [fixed] the registration helper runs */
@@ -430,6 +444,11 @@ rdma_status_t rdma_verbs_ring_charge(rdma_xport_t * xp, long long delta);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c);
 extern const zc_ops_t rdma_verbs_zc_ops;
+
+/* rdma_verbs_rma.c (main) */
+void rdma_verbs_rma_done(rdma_verbs_conn_t * vc);
+void rdma_verbs_rma_fail(rdma_verbs_conn_t * vc);
+extern const rdma_xport_rma_ops_t rdma_verbs_rma_ops;
 
 /* rdma_verbs_eager.c (main) */
 void rdma_verbs_eager_open(rdma_xport_t * xp, const rcache_ops_t * ops);

@@ -187,7 +187,7 @@ void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq)
     uint32_t basic = xp->prm.head_writes ? 1 : 0;
 
     *sq = RDMA_VERBS_WINDOW * (1 + basic) + RDMA_VERBS_SIG_EVERY + RDMA_VERBS_SQ_RESERVE
-        + RDMA_VERBS_READS_MAX;
+        + RDMA_VERBS_READS_MAX + RDMA_VERBS_RMA_OPS;
     *rq = RDMA_VERBS_WINDOW * (1 + 2 * basic) + RDMA_VERBS_RQ_RESERVE + RDMA_VERBS_RQ_BATCH;
 }
 

@@ -45,7 +45,8 @@
  *
  * Send queue.  sq_depth = WINDOW (x2 in basic mode for head writes) +
  * RDMA_VERBS_SIG_EVERY (credited writes whose covering signal has not
- * completed yet) + RDMA_VERBS_READS_MAX + RDMA_VERBS_SQ_RESERVE; the last
+ * completed yet) + RDMA_VERBS_READS_MAX + RDMA_VERBS_RMA_OPS (one-sided
+ * operations, rdma_verbs_rma.c) + RDMA_VERBS_SQ_RESERVE; the last
  * RESERVE slots are kept for credit/head/keepalive writes so credit updates
  * can always be posted.  Every SIG_EVERY-th WR is signalled, and every WR
  * once the queue is nearly full, so a full queue always ends in a signalled
@@ -138,10 +139,11 @@ RDMA_HOT rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge
         return RDMA_ERR_PEER;
     vc->sq_free--;
     if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
-        || (flags & (RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_SENT))) {
+        || (flags & (RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_SENT | RDMA_VERBS_POST_RMA))) {
         wr.send_flags |= IBV_SEND_SIGNALED;
         vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig
-            | (flags & RDMA_VERBS_POST_SENT ? RDMA_VERBS_SIG_SENT : 0);
+            | (flags & RDMA_VERBS_POST_SENT ? RDMA_VERBS_SIG_SENT : 0)
+            | (flags & RDMA_VERBS_POST_RMA ? RDMA_VERBS_SIG_RMA : 0);
         vc->unsig = 0;
     }
     rc = ibv_post_send(vc->qp, &wr, &bad);
@@ -362,11 +364,13 @@ static void rdma_verbs_wc_rc(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
     if (!(wc->opcode & IBV_WC_RECV)) {
         uint32_t s = vc->sig_fifo[vc->sig_tail++ % vc->sq_depth];
 
-        vc->sq_free += s & ~RDMA_VERBS_SIG_SENT;
-        vc->wr_done += s & ~RDMA_VERBS_SIG_SENT;
+        vc->sq_free += RDMA_VERBS_SIG_WRS(s);
+        vc->wr_done += RDMA_VERBS_SIG_WRS(s);
         if (vc->n_retired)
             rdma_verbs_retire(vc);
-        if (wc->opcode == IBV_WC_RDMA_READ)
+        if (s & RDMA_VERBS_SIG_RMA)
+            rdma_verbs_rma_done(vc);
+        else if (wc->opcode == IBV_WC_RDMA_READ)
             rdma_verbs_read_done(vc);
         if (s & RDMA_VERBS_SIG_SENT)
             vc->xp->prm.ev.sent(vc->c);
@@ -413,6 +417,19 @@ RDMA_HOT int rdma_verbs_cq_poll(rdma_xport_t * xp)
     return n;
 }
 
+/* One-sided operations in flight on connections found dead: failed
+ * (reported here, on progress, never inside the call that found it). */
+static void rdma_verbs_rma_fail_dead(rdma_xport_t * xp)
+{
+    uint32_t i;
+
+    for (i = 0; i < xp->nslots; i++) {
+        rdma_verbs_conn_t *vc = __atomic_load_n(&xp->slots[i], __ATOMIC_ACQUIRE);
+        if (vc && vc->cm == RDMA_VERBS_CM_DEAD)
+            rdma_verbs_rma_fail(vc);
+    }
+}
+
 RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
 {
     int i, n;
@@ -443,6 +460,7 @@ RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
     }
     if (xp->new_failures) {
         xp->new_failures = 0;
+        rdma_verbs_rma_fail_dead(xp);
         return RDMA_ERR_PEER;
     }
     return RDMA_OK;

@@ -62,6 +62,7 @@ static void rdma_verbs_rc_inval(void *arg, uintptr_t start, size_t len)
 
     rcache_invalidate(xp->rc_src.rc, start, len);
     rcache_invalidate(xp->rc_dst.rc, start, len);
+    rcache_invalidate(xp->rc_win.rc, start, len);
 }
 
 static void rdma_verbs_rc_flush(void *arg)
@@ -70,6 +71,7 @@ static void rdma_verbs_rc_flush(void *arg)
 
     rcache_flush(xp->rc_src.rc);
     rcache_flush(xp->rc_dst.rc);
+    rcache_flush(xp->rc_win.rc);
 }
 
 static void rdma_verbs_rc_drain(void *ctx, rcache_t * rc)
@@ -115,6 +117,15 @@ static const rh_ops_t rdma_verbs_rh_ops = {
     rdma_verbs_rh_drop, rdma_verbs_rh_reg, rdma_thread_now
 };
 
+/* The caches rc_open created (destroying NULL is a no-op). */
+static void rdma_verbs_rc_destroy(rdma_xport_t * xp)
+{
+    rcache_destroy(xp->rc_src.rc);
+    rcache_destroy(xp->rc_dst.rc);
+    rcache_destroy(xp->rc_win.rc);
+    xp->rc_src.rc = xp->rc_dst.rc = xp->rc_win.rc = NULL;
+}
+
 rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 {
     rcache_config_t cfg = { xp->vp.rcache_max_bytes, xp->vp.rcache_max_entries, 1,
@@ -132,24 +143,23 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     rh_init(&xp->rh, &rdma_verbs_rh_ops, xp);
     xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
     xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
-    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc))
+    xp->rc_win = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
+        | IBV_ACCESS_REMOTE_READ };
+    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc)
+        || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc)
+        || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_win, &xp->rc_win.rc)) {
+        rdma_verbs_rc_destroy(xp);
         return RDMA_ERR_NOMEM;
-    if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc) == RDMA_OK) {
-        rdma_verbs_eager_open(xp, &rdma_verbs_rc_ops);
-        return RDMA_OK;
     }
-    rcache_destroy(xp->rc_src.rc);
-    xp->rc_src.rc = NULL;
-    return RDMA_ERR_NOMEM;
+    rdma_verbs_eager_open(xp, &rdma_verbs_rc_ops);
+    return RDMA_OK;
 }
 
 /* Whatever rc_open created. */
 void rdma_verbs_rc_close(rdma_xport_t * xp)
 {
     rdma_verbs_eager_close(xp);
-    rcache_destroy(xp->rc_src.rc);
-    rcache_destroy(xp->rc_dst.rc);
-    xp->rc_src.rc = xp->rc_dst.rc = NULL;
+    rdma_verbs_rc_destroy(xp);
     if (xp->memev_on)
         memev_close();
     xp->memev_on = 0;
@@ -365,13 +375,13 @@ static pthread_mutex_t *rdma_verbs_rc_lock(const rdma_xport_t * xp)
 
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c)
 {
-    const rdma_verbs_rc_t *vr[2] = { &xp->rc_src, &xp->rc_dst };
+    const rdma_verbs_rc_t *vr[3] = { &xp->rc_src, &xp->rc_dst, &xp->rc_win };
     rcache_stats_t st;
     rh_stats_t hs;
     int i;
 
     pthread_mutex_lock(rdma_verbs_rc_lock(xp));
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 3; i++) {
         if (!vr[i]->rc)
             continue;
         rcache_stats_get(vr[i]->rc, &st);
@@ -412,6 +422,10 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
         n += snprintf(buf + n, len - n, "; ");
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_rc_stats(&xp->rc_dst, "receive", buf + n, len - n);
+    if (n >= 0 && (size_t) n + 2 < len)
+        n += snprintf(buf + n, len - n, "; ");
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_rc_stats(&xp->rc_win, "windows", buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; user memory pinned at most %zu KiB, on average "
                       "%.0f KiB (%s)", (xp->pinned.peak + 1023) / 1024,

@@ -120,6 +120,7 @@ static rdma_status_t rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     if (c->priv) {
         rdma_verbs_drain(c->priv);
+        rdma_verbs_rma_fail(c->priv);
         rdma_verbs_grow_release(c->priv);
     }
     pthread_mutex_lock(&xp->cm_lock);
@@ -215,6 +216,7 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .bg_run = rdma_verbs_bg_run,
     .pipe_ops = &rdma_verbs_pipe_ops,
     .zc = &rdma_verbs_zc_ops,
+    .rma = &rdma_verbs_rma_ops,
     .stats = rdma_verbs_stats,
     .counters = rdma_verbs_counters
 };

@@ -1,0 +1,249 @@
+/*
+ * mpi_rma_direct: one-sided operations that go without the target's CPU
+ * (RDMA write/read between nodes, CMA into user-memory windows on a
+ * node), one TAP line per check.
+ *
+ *   mpiexec -n N mpi_rma_direct [DIRECT]
+ *
+ * DIRECT 1 (default): contiguous puts and gets must be counted by the
+ * pvars rdma_rma_direct_puts/gets; 0 (MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0):
+ * none may be.  Windows over user memory (MPI_Win_create), N >= 2.
+ * 1. lock_all + flush: each rank puts a block into the next rank's window
+ *    and gets the previous rank's block; all verified by the owners.
+ * 2. fence, 3. PSCW: the same, the owner reads after its epoch ends.
+ * 4. An exclusive-lock counter at rank 0: get, flush, put +1, unlock,
+ *    K times per rank; it ends at N*K only if each unlock waited for its
+ *    put to land before the next holder read.
+ * 5. Accumulates and derived-datatype puts are sent as messages (counted
+ *    by rdma_rma_messages, never as direct).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "mpi_tap.h"
+
+enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
+static const char *pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
+    "rdma_rma_messages"
+};
+
+static MPI_T_pvar_session ses;
+static MPI_T_pvar_handle hnd[3];
+static int expect_direct = 1;
+
+static void pvars_open(void)
+{
+    int n, i, j, nl, dl, vb, cls, bind, ro, cont, at, count, found = 0, prov;
+    char name[64], desc[256];
+    MPI_Datatype dt;
+    MPI_T_enum et;
+
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &prov);
+    MPI_T_pvar_get_num(&n);
+    MPI_T_pvar_session_create(&ses);
+    for (i = 0; i < n; i++) {
+        nl = sizeof(name);
+        dl = sizeof(desc);
+        if (MPI_T_pvar_get_info(i, name, &nl, &vb, &cls, &dt, &et, desc, &dl, &bind, &ro, &cont,
+                                &at) != MPI_SUCCESS)
+            continue;
+        for (j = 0; j < 3; j++)
+            if (strcmp(name, pvar_names[j]) == 0
+                && MPI_T_pvar_handle_alloc(ses, i, NULL, &hnd[j], &count) == MPI_SUCCESS)
+                found++;
+    }
+    if (found != 3) {
+        fprintf(stderr, "rank %d: %d of the 3 rdma_rma_* pvars found\n", rank, found);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+static unsigned long long pvar(int j)
+{
+    unsigned long long v = 0;
+
+    MPI_T_pvar_read(ses, hnd[j], &v);
+    return v;
+}
+
+/* The three counters now ({puts, gets, messages}). */
+static void counts(unsigned long long *now)
+{
+    for (int j = 0; j < 3; j++)
+        now[j] = pvar(j);
+}
+
+/* Counted as it should: of the two operations of a kind, at least one
+ * direct (the first to a target may carry the epoch's lock request, which
+ * is a message), or none without DIRECT. */
+static long direct_ok(const unsigned long long *before, int j)
+{
+    unsigned long long d = pvar(j) - before[j];
+
+    if (expect_direct ? d >= 1 && d <= 2 : d == 0)
+        return 0;
+    fprintf(stderr, "rank %d: %s grew by %llu, expected %s\n", rank, pvar_names[j], d,
+            expect_direct ? "1 or 2" : "0");
+    return 1;
+}
+
+/* The block as two puts and the peer's as two gets (flush: each flushed,
+ * so that the lock carried by the first is granted when the second is
+ * issued; a direct operation never carries a lock request or an epoch's
+ * end). */
+static void put_get(const double *src, double *got, int n, int next, int prev, MPI_Win win,
+                    int flush)
+{
+    for (int h = 0; h < 2; h++) {
+        MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, h * n / 2, n / 2, MPI_DOUBLE, win);
+        if (flush)
+            MPI_Win_flush(next, win);
+    }
+    for (int h = 0; h < 2; h++) {
+        MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, n + h * n / 2, n / 2, MPI_DOUBLE, win);
+        if (flush)
+            MPI_Win_flush(prev, win);
+    }
+}
+
+static void pattern(double *b, int n, int who, int round)
+{
+    for (int i = 0; i < n; i++)
+        b[i] = who * 1e6 + round * 1e3 + i;
+}
+
+static long bad_block(const double *b, int n, int who, int round)
+{
+    for (int i = 0; i < n; i++)
+        if (b[i] != who * 1e6 + round * 1e3 + i)
+            return 1;
+    return 0;
+}
+
+/* One round in sync mode m (0 lock_all/flush, 1 fence, 2 PSCW): the window
+ * holds [0, BLOCK) written by the previous rank, [BLOCK, 2 BLOCK) ours. */
+static long round_trip(int m, int round)
+{
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, n = BLOCK / 8;
+    double *win_mem = calloc(2 * n, sizeof(double)), src[BLOCK / 8], got[BLOCK / 8];
+    unsigned long long before[3];
+    MPI_Group world, pair;
+    int ranks[2] = { prev, next };
+    long errs = 0;
+    MPI_Win win;
+
+    pattern(win_mem + n, n, rank, round + 1);
+    pattern(src, n, rank, round);
+    MPI_Win_create(win_mem, 2 * BLOCK, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, size > 2 ? 2 : 1, ranks, &pair);
+    counts(before);
+    if (m == 0) {
+        MPI_Win_lock_all(0, win);
+        put_get(src, got, n, next, prev, win, 1);
+        MPI_Win_unlock_all(win);
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else if (m == 1) {
+        MPI_Win_fence(0, win);
+        put_get(src, got, n, next, prev, win, 0);
+        MPI_Win_fence(0, win);
+    } else {
+        MPI_Win_post(pair, 0, win);
+        MPI_Win_start(pair, 0, win);
+        put_get(src, got, n, next, prev, win, 0);
+        MPI_Win_complete(win);
+        MPI_Win_wait(win);
+    }
+    errs += bad_block(win_mem, n, prev, round) + bad_block(got, n, prev, round + 1);
+    errs += direct_ok(before, V_PUT) + direct_ok(before, V_GET);
+    MPI_Win_free(&win);
+    MPI_Group_free(&pair);
+    MPI_Group_free(&world);
+    free(win_mem);
+    return errs;
+}
+
+/* Check 4: the counter at rank 0 under exclusive locks. */
+static long locked_counter(void)
+{
+    long *mem = calloc(1, sizeof(long)), v, errs = 0;
+    MPI_Win win;
+
+    MPI_Win_create(mem, sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    for (int i = 0; i < K; i++) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        MPI_Get(&v, 1, MPI_LONG, 0, 0, 1, MPI_LONG, win);
+        MPI_Win_flush(0, win);
+        v++;
+        MPI_Put(&v, 1, MPI_LONG, 0, 0, 1, MPI_LONG, win);
+        MPI_Win_unlock(0, win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && *mem != (long) size * K) {
+        fprintf(stderr, "counter %ld, expected %ld: an unlock let the next holder in early\n",
+                *mem, (long) size * K);
+        errs++;
+    }
+    MPI_Win_free(&win);
+    free(mem);
+    return errs;
+}
+
+/* Check 5: accumulates and a strided put go as messages. */
+static long messages(void)
+{
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    double *mem = calloc(64, sizeof(double)), one[32];
+    unsigned long long before[3];
+    MPI_Datatype strided;
+    long errs = 0;
+    MPI_Win win;
+
+    for (int i = 0; i < 32; i++)
+        one[i] = 1.0;
+    MPI_Type_vector(16, 1, 2, MPI_DOUBLE, &strided);
+    MPI_Type_commit(&strided);
+    MPI_Win_create(mem, 64 * sizeof(double), 8, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    counts(before);
+    MPI_Win_lock_all(0, win);
+    MPI_Accumulate(one, 32, MPI_DOUBLE, next, 0, 32, MPI_DOUBLE, MPI_SUM, win);
+    MPI_Put(one, 16, MPI_DOUBLE, next, 32, 1, strided, win);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int i = 0; i < 32; i++)
+        errs += mem[i] != 1.0 || mem[32 + i] != (i % 2 == 0 ? 1.0 : 0.0);
+    if (pvar(V_PUT) != before[V_PUT] || pvar(V_MSG) < before[V_MSG] + 2) {
+        fprintf(stderr, "rank %d: direct puts +%llu, messages +%llu (expected 0, 2)\n", rank,
+                pvar(V_PUT) - before[V_PUT], pvar(V_MSG) - before[V_MSG]);
+        errs++;
+    }
+    (void) prev;
+    MPI_Win_free(&win);
+    MPI_Type_free(&strided);
+    free(mem);
+    return errs;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *mode[] = { "lock_all + flush", "fence", "PSCW" };
+    char what[160];
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    expect_direct = argc > 1 ? atoi(argv[1]) : 1;
+    pvars_open();
+    for (int m = 0; m < 3; m++) {
+        snprintf(what, sizeof(what), "MPI_Win_create, %s: puts and gets land, %s", mode[m],
+                 expect_direct ? "counted as direct" : "none direct");
+        report(round_trip(m, m), what);
+    }
+    report(locked_counter(), "exclusive-lock counter: every unlock waits for its put");
+    report(messages(), "accumulate and strided put: sent as messages, counted");
+    if (rank == 0)
+        printf("1..%d\n", ntests);
+    MPI_T_pvar_session_free(&ses);
+    MPI_T_finalize();
+    MPI_Finalize();
+    return failures != 0;
+}

@@ -1,0 +1,175 @@
+/*
+ * conform_rma.c: the one-sided part of the conformance harness
+ * (rdma_xport_rma_ops_t).  Every rank exposes a window of WIN bytes: its
+ * lower half is written by the peers (rank s writes the part numbered s,
+ * WIN/2/CONFORM_MAXP bytes), its upper half holds the owner's own bytes
+ * and is only read.  The window's address and key go to the peers through
+ * the link (16 bytes each way).  Each rank then, with every peer:
+ *   - puts 8 B (inline), 4 KiB and the rest of its part, each waited for
+ *     with ev.rma_done, then gets its part back and compares: what a put's
+ *     completion reported is in the target's memory;
+ *   - gets the peer's upper half and checks it is the peer's own bytes;
+ *   - after a barrier, checks its lower half holds what each peer put
+ *     (its CPU sees the NIC's writes once the writer saw them complete).
+ * A transport without rma ops passes trivially (said).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conform.h"
+
+#define WIN (2u << 20)
+#define PART (WIN / 2 / CONFORM_MAXP)
+
+/* ev.rma_done of the conformance ranks: cookie is an int set to 1 (ok)
+ * or -1 (failed); a second report of one operation is a failure. */
+void conform_rma_done(void *arg, rdma_conn_t * c, void *cookie, rdma_status_t st)
+{
+    int *flag = cookie;
+
+    (void) arg, (void) c;
+    if (*flag)
+        *flag = -2;
+    else
+        *flag = st == RDMA_OK ? 1 : -1;
+}
+
+/* Move n bytes of v through the link to/from p (the window's address and
+ * key); 0 or -1. */
+static int rma_xchg(node_t * nd, int p, void *v, size_t n, int send)
+{
+    double limit = conform_now() + 30;
+    size_t done = 0, k;
+
+    while (done < n) {
+        struct iovec iov = { (char *) v + done, n - done };
+
+        conform_progress(nd);
+        if ((send ? rb_pipe_putv : rb_pipe_getv) (&nd->conns[p].pipe, &iov, 1, &k)
+            || conform_now() > limit)
+            return -1;
+        done += k;
+    }
+    return 0;
+}
+
+/* One put or get, waited for. */
+static int rma_op(node_t * nd, int p, int get, void *local, size_t len, uint64_t raddr,
+                  uint64_t key)
+{
+    const rdma_xport_rma_ops_t *r = conform_t->ops->rma;
+    double limit = conform_now() + 30;
+    int flag = 0, done = 0;
+    rdma_status_t st;
+
+    do {
+        conform_progress(nd);
+        st = get ? r->get(nd->conns[p].xc.priv, local, len, raddr, key, &flag, &done)
+            : r->put(nd->conns[p].xc.priv, local, len, raddr, key, &flag, &done);
+    } while (st == RDMA_ERR_NOMEM && conform_now() < limit);
+    if (st != RDMA_OK) {
+        conform_say(nd, "D rma %s of %zu bytes to rank %d not started (%d): %s", get ? "get" : "put",
+                    len, p, st, conform_t->ops->error(nd->xp));
+        return -1;
+    }
+    while (!done && flag == 0 && conform_now() < limit)
+        conform_progress(nd);
+    if (done ? flag != 0 : flag != 1) {
+        conform_say(nd, "D rma %s of %zu bytes to rank %d: done %d, reported %d", get ? "get" : "put",
+                    len, p, done, flag);
+        return -1;
+    }
+    return 0;
+}
+
+/* With peer p: puts of our part, read back; a read of p's own half. */
+static int rma_with(node_t * nd, int p, uint64_t raddr, uint64_t key, uint8_t * tmp)
+{
+    static const size_t cut[] = { 0, 8, 8 + 4096, PART };
+    uint64_t part = raddr + (uint64_t) nd->rank * PART;
+    size_t i;
+    int j;
+
+    for (i = 0; i < PART; i++)
+        tmp[i] = conform_gen(nd->rank, p, i);
+    for (j = 0; j < 3; j++)
+        if (rma_op(nd, p, 0, tmp + cut[j], cut[j + 1] - cut[j], part + cut[j], key))
+            return -1;
+    memset(tmp, 0, PART);
+    if (rma_op(nd, p, 1, tmp, PART, part, key))
+        return -1;
+    for (i = 0; i < PART; i++)
+        if (tmp[i] != conform_gen(nd->rank, p, i)) {
+            conform_say(nd, "D byte %zu read back from rank %d is %u, put %u", i, p, tmp[i],
+                        conform_gen(nd->rank, p, i));
+            return -1;
+        }
+    if (rma_op(nd, p, 1, tmp, WIN / 2, raddr + WIN / 2, key))
+        return -1;
+    for (i = 0; i < WIN / 2; i++)
+        if (tmp[i] != conform_gen(p, p, i)) {
+            conform_say(nd, "D byte %zu of rank %d's window is %u, expected %u", i, p, tmp[i],
+                        conform_gen(p, p, i));
+            return -1;
+        }
+    return 0;
+}
+
+/* After the barrier: our lower half holds what every peer put there. */
+static int rma_check_own(node_t * nd, const uint8_t * win)
+{
+    size_t i;
+    int p;
+
+    for (p = 0; p < nd->sc->nprocs; p++)
+        for (i = 0; p != nd->rank && i < PART; i++)
+            if (win[(size_t) p * PART + i] != conform_gen(p, nd->rank, i)) {
+                conform_say(nd, "D byte %zu rank %d put into our window is %u, expected %u",
+                            i, p, win[(size_t) p * PART + i], conform_gen(p, nd->rank, i));
+                return -1;
+            }
+    return 0;
+}
+
+int conform_rma(node_t * nd)
+{
+    const rdma_xport_rma_ops_t *r = conform_t->ops->rma;
+    uint8_t *win, *tmp;
+    uint64_t mine[2], theirs[CONFORM_MAXP][2];
+    void *h;
+    int p, rc = -1;
+    size_t i;
+
+    if (!r) {
+        conform_say(nd, "D rma: the transport has no one-sided operations");
+        conform_barrier(nd);
+        return 0;
+    }
+    win = aligned_alloc(4096, WIN);
+    tmp = malloc(WIN / 2);
+    if (!win || !tmp)
+        exit(2);
+    memset(win, 0, WIN / 2);
+    for (i = 0; i < WIN / 2; i++)
+        win[WIN / 2 + i] = conform_gen(nd->rank, nd->rank, i);
+    if (r->expose(nd->xp, win, WIN, &mine[1], &h)) {
+        conform_say(nd, "D rma expose failed: %s", conform_t->ops->error(nd->xp));
+        exit(1);
+    }
+    mine[0] = (uintptr_t) win;
+    for (p = 0; p < nd->sc->nprocs; p++)
+        if (p != nd->rank && (rma_xchg(nd, p, mine, sizeof(mine), 1)
+                              || rma_xchg(nd, p, theirs[p], sizeof(mine), 0)))
+            goto out;
+    for (p = 0; p < nd->sc->nprocs; p++)
+        if (p != nd->rank && rma_with(nd, p, theirs[p][0], theirs[p][1], tmp))
+            goto out;
+    conform_barrier(nd);
+    rc = rma_check_own(nd, win);
+    conform_barrier(nd);        /* nobody accesses our window any more */
+  out:
+    r->unexpose(nd->xp, h);
+    free(win);
+    free(tmp);
+    return rc;
+}
