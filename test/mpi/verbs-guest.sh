@@ -124,7 +124,8 @@ expect_output 0 '^1\.\.5$' "2 nodes: puts and gets as RDMA writes and reads, eve
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_direct"
 expect_output 0 '^1\.\.5$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.5$' "2 nodes x 2 ranks: RDMA across and CMA on each node at once" -- \
+expect_output 0 '^1\.\.5$' "2 nodes x 2 ranks: RDMA across, CMA (forced, 1 KiB threshold) on each node" -- \
+    env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024 \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \

@@ -286,8 +286,9 @@ void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
  * raddr in the memory l's peer exposed as *peer: RDMA_OK and *done = 1
  * when finished, *done = 0 when owner.rma_done(cookie) will say; else
  * the operation was not started (RDMA_ERR_NOMEM: not now; RDMA_ERR_REFUSED:
- * not over this link; RDMA_ERR_PEER: it failed) and the owner sends it as
- * a message. */
+ * not over this link, or on a node below the link's zero-copy threshold or
+ * where its large messages take the copy path; RDMA_ERR_PEER: it failed)
+ * and the owner sends it as a message. */
 typedef struct rdma_chan_wkey {
     uint64_t key[RDMA_XP_N];
     uint32_t ok;                /* bit k: exposed over transport k */
