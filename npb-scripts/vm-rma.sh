@@ -73,14 +73,13 @@ summary() {
         printf "%.2f (%.2f-%.2f, %d pairs)", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2, v[1], v[n], n }'
 }
 
-# ratios NAME: per pair, NAME's figure against its raw reference.
+# ratios WHAT OP SIZE|bw: per pair, WHAT's figure against the raw device's.
 ratios() {
     local what=$1 op=$2 s=$3 k a b
     for ((k = 1; k <= PAIRS; k++)); do
         if [ "$s" = bw ]; then
             a=$(fig "$what" $k "$op-bw-allocate-flush" "$BW_SIZE" 4)
-            b=$(perftest_mb "$OUT/ib_${op/put/write}_bw.$k.txt" "$BW_SIZE")
-            [ "$op" = get ] && b=$(perftest_mb "$OUT/ib_read_bw.$k.txt" "$BW_SIZE")
+            b=$(perftest_mb "$OUT/ib_$([ "$op" = put ] && echo write || echo read)_bw.$k.txt" "$BW_SIZE")
         else
             a=$(fig "$what" $k "$op-lat-allocate-flush" "$s" 3)
             if [ "$op" = put ]; then b=$(plat ib_write_lat $k "$s"); b=$(awk -v b="$b" 'BEGIN { print 2 * b }')
