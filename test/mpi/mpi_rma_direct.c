@@ -11,6 +11,10 @@
  * 1. lock_all + flush: each rank puts a block into the next rank's window
  *    and gets the previous rank's block; all verified by the owners.
  * 2. fence, 3. PSCW: the same, the owner reads after its epoch ends.
+ * 3b. lock_all with one flush after both puts and one after both gets: the
+ *    second of each is still pending when the flush asks for the epoch's
+ *    end, so it must stay a message (a direct one carries no FLUSH, and
+ *    CH3 would never send one: the flush hung); only the data is checked.
  * 4. An exclusive-lock counter at rank 0: get, flush, put +1, unlock,
  *    K times per rank; it ends at N*K only if each unlock waited for its
  *    put to land before the next holder read.
@@ -86,21 +90,21 @@ static long direct_ok(const unsigned long long *before, int j)
     return 1;
 }
 
-/* The block as two puts and the peer's as two gets (flush: each flushed,
- * so that the lock carried by the first is granted when the second is
- * issued; a direct operation never carries a lock request or an epoch's
- * end). */
+/* The block as two puts and the peer's as two gets; flush 1: each
+ * flushed, so that the lock carried by the first is granted when the
+ * second is issued (a direct operation never carries a lock request or an
+ * epoch's end); 2: one flush after each pair. */
 static void put_get(const double *src, double *got, int n, int next, int prev, MPI_Win win,
                     int flush)
 {
     for (int h = 0; h < 2; h++) {
         MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, h * n / 2, n / 2, MPI_DOUBLE, win);
-        if (flush)
+        if (flush == 1 || (flush == 2 && h == 1))
             MPI_Win_flush(next, win);
     }
     for (int h = 0; h < 2; h++) {
         MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, n + h * n / 2, n / 2, MPI_DOUBLE, win);
-        if (flush)
+        if (flush == 1 || (flush == 2 && h == 1))
             MPI_Win_flush(prev, win);
     }
 }
@@ -119,7 +123,8 @@ static long bad_block(const double *b, int n, int who, int round)
     return 0;
 }
 
-/* One round in sync mode m (0 lock_all/flush, 1 fence, 2 PSCW): the window
+/* One round in sync mode m (0 lock_all/flush, 1 fence, 2 PSCW, 3 lock_all
+ * with one flush per pair of operations): the window
  * holds [0, BLOCK) written by the previous rank, [BLOCK, 2 BLOCK) ours. */
 static long round_trip(int m, int round)
 {
@@ -137,9 +142,9 @@ static long round_trip(int m, int round)
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     MPI_Group_incl(world, size > 2 ? 2 : 1, ranks, &pair);
     counts(before);
-    if (m == 0) {
+    if (m == 0 || m == 3) {
         MPI_Win_lock_all(0, win);
-        put_get(src, got, n, next, prev, win, 1);
+        put_get(src, got, n, next, prev, win, m == 0 ? 1 : 2);
         MPI_Win_unlock_all(win);
         MPI_Barrier(MPI_COMM_WORLD);
     } else if (m == 1) {
@@ -154,7 +159,8 @@ static long round_trip(int m, int round)
         MPI_Win_wait(win);
     }
     errs += bad_block(win_mem, n, prev, round) + bad_block(got, n, prev, round + 1);
-    errs += direct_ok(before, V_PUT) + direct_ok(before, V_GET);
+    if (m != 3)
+        errs += direct_ok(before, V_PUT) + direct_ok(before, V_GET);
     MPI_Win_free(&win);
     MPI_Group_free(&pair);
     MPI_Group_free(&world);
@@ -238,6 +244,8 @@ int main(int argc, char **argv)
                  expect_direct ? "counted as direct" : "none direct");
         report(round_trip(m, m), what);
     }
+    report(round_trip(3, 3), "MPI_Win_create, lock_all, one flush per two operations: no hang, "
+           "puts and gets land");
     report(locked_counter(), "exclusive-lock counter: every unlock waits for its put");
     report(messages(), "accumulate and strided put: sent as messages, counted");
     if (rank == 0)

@@ -19,10 +19,10 @@ expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (st
     "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
 expect_output 0 '^ok 5 ' "the same with 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_shm_win"
 CMA="MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024"
-expect_output 0 '^1\.\.5$' "direct puts and gets (CMA into MPI_Win_create windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted" -- \
+expect_output 0 '^1\.\.6$' "direct puts and gets (CMA into MPI_Win_create windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted" -- \
     env $CMA "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.5$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.5$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
+expect_output 0 '^1\.\.6$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.6$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
     env $CMA MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 EXPECT_TIMEOUT=$((T * 4 + 120))
 expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \
