@@ -72,3 +72,41 @@ port_checks() {
     ok $rc2 "the server accepted it after refusing the forged one (exit $rc)"
     [ $rc2 -eq 0 ] || tail -20 "$W/serve.out" | diag
 }
+
+# port_soak ROUNDS LABEL BAD IDLE DIE [SERVER-HOST CLIENT-HOST [RING-ENV]]:
+# one TAP line (mpi_port soak): a port server stays up while ROUNDS x 5
+# clients, launched apart one after another, come and go; four in five
+# connect, exchange 1 MiB both ways verified and disconnect, the fifth
+# misbehaves in the way BAD (a comma list) names next: die (killed DIE ms
+# after MPI_Init, while its request waits for the server's MPI_Comm_accept:
+# the server spends IDLE ms in other calls before each), forge (a forged
+# token), ring (ring settings unlike the server's: RING-ENV, default a
+# smaller MPIR_CVAR_CH3_RDMA_RING_SIZE).  The server sees no error and every
+# exchange verifies; its memory and fd counts, start and end, are in the
+# diagnostics.
+port_soak() {
+    local rounds=$1 label=$2 idle=$4 die=$5 pf=$W/soak sv=() cl=() bad
+    local ring=${8:-MPIR_CVAR_CH3_RDMA_RING_SIZE=16384} server r k rc
+    IFS=, read -r -a bad <<< "$3"
+    [ -z "$6" ] || { sv=(-hosts "$6"); cl=(-hosts "$7"); }
+    rm -f "$pf"
+    timeout -k 5 $((60 + rounds * 60)) "$P/bin/mpiexec" "${sv[@]}" -n 1 "$W/mpi_port" soak "$pf" \
+        $((rounds * 4)) "$idle" > "$W/soak.out" 2>&1 &
+    server=$!
+    for ((r = 0; r < rounds; r++)); do
+        for k in 0 1 2 3 4; do
+            case $k${bad[r % ${#bad[@]}]} in
+            4die) timeout -k 5 60 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" die "$pf" "$die" ;;
+            4forge) timeout -k 5 60 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" forge "$pf" ;;
+            4ring) timeout -k 5 60 env "$ring" "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" ;;
+            *) timeout -k 5 120 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" ||
+                echo "# good client $r.$k failed" >> "$W/soak.out" ;;
+            esac > /dev/null 2>&1
+        done
+    done
+    wait "$server"; rc=$?
+    [ $rc -eq 0 ] && grep -q '^ok - port server' "$W/soak.out" && ! grep -q '^# good client' "$W/soak.out"
+    ok $? "$label: a port server serves $((rounds * 4)) clients while $rounds misbehave ($3) (exit $rc)"
+    grep -E '^# (start|end|good|.*failed)' "$W/soak.out" | sed 's/^# //' | diag
+    [ $rc -eq 0 ] || tail -20 "$W/soak.out" | diag
+}

@@ -7,9 +7,20 @@
  *   mpi_port connect FILE    connect to the port in FILE, same exchange
  *   mpi_port forge FILE      connect with the port's token changed: must be
  *                            refused; prints one TAP line
+ *   mpi_port soak FILE N MS  a port server that stays up: errors returned,
+ *                            it accepts N clients that exchange (above),
+ *                            each after MS ms of unrelated progress (where
+ *                            misbehaving clients fail: killed, refused);
+ *                            prints its resident memory and open fds at
+ *                            the start and the end, and one TAP line: no
+ *                            error, every exchange verified
+ *   mpi_port die FILE MS     connect, killed (SIGALRM) MS ms after MPI_Init
  */
+#include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include "mpi_tap.h"
 
@@ -60,6 +71,97 @@ static void forge(char *port)
     *t = *t == '0' ? '1' : '0';
 }
 
+/* Resident KiB and open fds of this process (Linux /proc). */
+static void usage_now(long *rss_kib, int *fds)
+{
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    DIR *d = opendir("/proc/self/fd");
+
+    *rss_kib = -1;
+    *fds = -1;      /* the directory's own fd counted out below */
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", rss_kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    while (d && readdir(d))
+        (*fds)++;
+    if (d)
+        closedir(d);
+    *fds -= 2;      /* . and .. */
+}
+
+/* Unrelated progress for ms milliseconds. */
+static int idle(int ms)
+{
+    double end = MPI_Wtime() + ms / 1e3;
+    int flag, rc = MPI_SUCCESS;
+
+    while (rc == MPI_SUCCESS && MPI_Wtime() < end)
+        rc = MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+    return rc;
+}
+
+static void say_error(const char *what, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len;
+
+    MPI_Error_string(rc, msg, &len);
+    printf("# %s failed: %s\n", what, msg);
+}
+
+static int soak(const char *file, int n, int ms)
+{
+    char port[MPI_MAX_PORT_NAME], tmp[4096];
+    long rss0, rss1, bad = 0;
+    int fds0, fds1, served = 0, rc, errors = 0;
+    MPI_Comm inter;
+    FILE *f;
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Open_port(MPI_INFO_NULL, port);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+    f = fopen(tmp, "w");
+    fprintf(f, "%s\n", port);
+    fclose(f);
+    rename(tmp, file);
+    usage_now(&rss0, &fds0);
+    printf("# start: %ld KiB resident, %d fds\n", rss0, fds0);
+    fflush(stdout);
+    while (served < n && errors < n) {
+        if ((rc = idle(ms)) != MPI_SUCCESS) {
+            errors++;
+            say_error("progress between clients", rc);
+        }
+        if ((rc = MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter))
+            != MPI_SUCCESS) {
+            errors++;
+            say_error("MPI_Comm_accept", rc);
+            continue;
+        }
+        MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+        bad += exchange(inter, 1, 2) != 0;
+        if ((rc = MPI_Comm_disconnect(&inter)) != MPI_SUCCESS) {
+            errors++;
+            say_error("MPI_Comm_disconnect", rc);
+        }
+        if (++served == 1)      /* the first connection's lasting allocations */
+            usage_now(&rss0, &fds0);
+        printf("# served %d\n", served);
+        fflush(stdout);
+    }
+    usage_now(&rss1, &fds1);
+    printf("# end: %ld KiB resident, %d fds (after the first client: %ld KiB, %d fds)\n",
+           rss1, fds1, rss0, fds0);
+    MPI_Close_port(port);
+    printf("%s - port server: %d clients served, %d errors, %ld exchanges bad\n",
+           errors || bad ? "not ok" : "ok", served, errors, bad);
+    return errors || bad;
+}
+
 int main(int argc, char **argv)
 {
     char port[MPI_MAX_PORT_NAME], tmp[4096], msg[MPI_MAX_ERROR_STRING];
@@ -67,11 +169,23 @@ int main(int argc, char **argv)
     int rc, len, cls;
     FILE *f;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: mpi_port serve|connect|forge FILE\n");
+    if (argc < 3 || argc != (!strcmp(argv[1], "soak") ? 5 : !strcmp(argv[1], "die") ? 4 : 3)) {
+        fprintf(stderr, "usage: mpi_port serve|connect|forge FILE | soak FILE N MS | "
+                "die FILE MS\n");
         return 2;
     }
     MPI_Init(&argc, &argv);
+    if (!strcmp(argv[1], "soak")) {
+        rc = soak(argv[2], atoi(argv[3]), atoi(argv[4]));
+        MPI_Finalize();
+        return rc;
+    }
+    if (!strcmp(argv[1], "die")) {
+        struct itimerval it = {.it_value = {atoi(argv[3]) / 1000, atoi(argv[3]) % 1000 * 1000}};
+
+        signal(SIGALRM, SIG_DFL);
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
     if (!strcmp(argv[1], "serve")) {
         MPI_Open_port(MPI_INFO_NULL, port);
         snprintf(tmp, sizeof(tmp), "%s.tmp", argv[2]);

@@ -9,7 +9,7 @@
 # while the other is busy is not reported.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 10
+plan 11
 mpi_setup
 
 # mpi_spawn exits 1 if one of its four checks failed
@@ -26,4 +26,5 @@ expect_output 0 '^ok 4 ' "tiny rings (16 KiB): 4 MiB between the groups in many 
 
 spawn_fault_checks "shm" "[0-4]"
 port_checks
+port_soak 3 shm die,forge,ring 1500 500
 done_testing

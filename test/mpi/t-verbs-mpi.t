@@ -3,4 +3,4 @@
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
 mpi_setup
-"$TOP/test/softroce/run-vm" --nodes 2 --timeout 1500 -- "$TOP/test/mpi/verbs-guest.sh" "$P" "$W"
+"$TOP/test/softroce/run-vm" --nodes 2 --timeout 1800 -- "$TOP/test/mpi/verbs-guest.sh" "$P" "$W"

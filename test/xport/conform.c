@@ -90,9 +90,12 @@ static rdma_conn_t *cb_accept(void *arg, const char *who)
     node_t *nd = arg;
     int p = -1;
 
+    nd->accepts++;
     if (sscanf(who, "conform:%d", &p) != 1 || p < 0 || p >= nd->sc->nprocs || p == nd->rank
         || nd->rank == nd->sc->refuse_rank)
         return NULL;
+    if (nd->rank == nd->sc->later_rank)
+        return RDMA_CONN_LATER;
     return &nd->conns[p].xc;
 }
 
@@ -143,7 +146,8 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     memset(prm, 0, sizeof(*prm));
     conform_vp = (rdma_verbs_params_t) {.device = conform_t->device, .gid_index = -1,
         .inline_size = sc->inline_size, .force_completion = sc->force_completion,
-        .timeout = sc->timeout, .pinned_max_bytes = sc->pinned_max };
+        .timeout = sc->timeout, .pinned_max_bytes = !sc->pinned_rank
+        || (nd && nd->rank == sc->pinned_rank) ? sc->pinned_max : 0 };
     prm->own = &conform_vp;
     prm->rank = nd ? nd->rank : 0;
     prm->size = sc->nprocs;
@@ -152,6 +156,7 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->chunk_size = 256;
     prm->ring_max = sc->grow;
     prm->head_writes = sc->mode == RB_MODE_BASIC;
+    prm->timeout = sc->timeout;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
         rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, conform_rma_done, nd };
     if (sc->dynamic && nd) {
@@ -192,7 +197,7 @@ unsigned char conform_gen(int s, int d, size_t i)
 /* A scenario in which a connection must fail (no streams). */
 static int fails_to_connect(const scen_t * sc)
 {
-    return sc->silent_rank > 0 || sc->refuse_rank > 0 || sc->ext_fails;
+    return sc->silent_rank > 0 || sc->refuse_rank > 0 || sc->later_rank > 0 || sc->ext_fails;
 }
 
 /* One progress call; a failure is fatal for the rank unless it is the
@@ -579,7 +584,7 @@ static void rank_main(const scen_t * sc, int rank, int fd)
     if (rank == sc->silent_rank)
         rank_silent(&nd);
     rank_thread_start(&nd);
-    if (rank == sc->refuse_rank)
+    if (rank == sc->refuse_rank || rank == sc->later_rank)
         rank_refusing(&nd);
     rank_hook(&nd, CONFORM_CARDS);
     rank_connect(&nd);
@@ -785,6 +790,7 @@ scen_t conform_defaults(const scen_t * in)
     sc.late_rank = sc.late_rank ? sc.late_rank : -1;
     sc.exit_rank = sc.exit_rank ? sc.exit_rank : -1;
     sc.refuse_rank = sc.refuse_rank ? sc.refuse_rank : -1;
+    sc.later_rank = sc.later_rank ? sc.later_rank : -1;
     sc.late = sc.late > 0 ? sc.late : 1.5;
     return sc;
 }
@@ -890,6 +896,9 @@ const conform_case_t conform_dyn_cases[] = {
      {.dynamic = 1, .block = 1, .force_completion = 1, .pingpong = 300}, NULL},
     {"dyn", "2 jobs, the acceptor refuses the connector's hello: the connector is told so",
      {.dynamic = 1, .refuse_rank = 1, .late = 3}, "refused the connection"},
+    {"dyn", "2 jobs, the acceptor's owner answers the hello later, for ever: the connector "
+     "gives up after the timeout (2 s)", {.dynamic = 1, .later_rank = 1, .late = 5,
+                                           .timeout = 2}, "did not answer the connection request"},
     {"kill", "2 jobs of one rank: the peer SIGKILLed mid-stream, the survivor's progress "
      "reports it", {.dynamic = 1, .kill_rank = 1, .timeout = 5}, "outside the job"},
 };

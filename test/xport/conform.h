@@ -49,6 +49,7 @@ typedef struct scen {
                                  * grown to this (ring_max) by the streams' end */
     size_t pinned_max;          /* a pinned-memory cap; with grow: the rings
                                  * must have stopped short of it */
+    int pinned_rank;            /* the cap is this rank's only (0: every rank's) */
     size_t stream;              /* bytes per direction per pair (1 MiB; 4 MiB
                                  * with grow) */
     size_t msg_max;             /* stream messages of 1..msg_max bytes (0: 21000) */
@@ -71,6 +72,8 @@ typedef struct scen {
                                  * ev.accept), as for dynamic processes */
     int refuse_rank;            /* dynamic: this rank's ev.accept refuses every
                                  * hello; it answers for `late` s, then leaves */
+    int later_rank;             /* dynamic: as refuse_rank, but its ev.accept
+                                 * answers every hello "later" */
     int rma;                    /* one-sided operations (conform_rma.c) after the streams */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
@@ -84,6 +87,7 @@ typedef struct node {
     rdma_link_t conns[CONFORM_MAXP];
     rdma_link_config_t link;
     int nready, ready_calls[CONFORM_MAXP];
+    int accepts;                /* dynamic: hellos this rank's owner was asked about */
     rdma_xport_t *xp;
     rdma_thread_t thr;          /* the channel thread, as rdma_chan runs it */
     char job[64], hello[32];    /* dynamic: this rank's job and hello */

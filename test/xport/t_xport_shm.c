@@ -4,7 +4,9 @@
  * forked ranks, connect one way or both, streams both ways verified through
  * 64 KiB rings, both pipe modes, superpipeline groups, ping-pong, blocking
  * waits), then what is shm's own, in-process: refused peers name the rank
- * and the cause, a self connection carries data, and node segments (the
+ * and the cause, a peer of another wire version is refused by either side
+ * (a fake peer: its header or link patched), a self connection carries
+ * data, and node segments (the
  * memory of MPI-3 shared windows) are shared with another process until
  * sealed.
  */
@@ -15,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "conform.h"
+#include "rdma_shm.h"
 #include "tap.h"
 
 static const conform_xport_t shm = { &rdma_xport_shm, "t_xport_shm", NULL, NULL };
@@ -65,6 +68,47 @@ static void run_refused(void)
     st = rdma_xport_shm.connect(a.xp, c);
     ok(st == RDMA_ERR_PEER && strstr(c->why, "cannot open /proc/999999999/fd/3 of rank 1"),
        "dead peer refused: %s", c->why);
+    rdma_xport_shm.finalize(a.xp);
+    rdma_xport_shm.finalize(b.xp);
+}
+
+/* Another wire version, either side: a connector refuses an acceptor whose
+ * region says so, naming both versions; an acceptor refuses a link that
+ * says so, without asking its owner. */
+static void run_other_version(void)
+{
+    scen_t sc = conform_defaults(&(scen_t) {.nprocs = 2, .dynamic = 1});
+    static node_t a, b;
+    char ca[CONFORM_CARD_LEN], cb[CONFORM_CARD_LEN], err[256], want[64];
+    rdma_conn_t *c = &a.conns[1].xc;
+    uint64_t *version;
+    double limit;
+
+    if (conform_open(&a, &sc, 0, ca, err, sizeof(err)) ||
+        conform_open(&b, &sc, 1, cb, err, sizeof(err))) {
+        ok(0, "versions: open: %s", err);
+        return;
+    }
+    strcpy(a.cards[1], cb);
+    version = &((shm_hdr_t *) b.xp->map)->version;
+    *version = RDMA_WIRE_VERSION - 1;
+    snprintf(want, sizeof(want), "wire version %d, this process", RDMA_WIRE_VERSION - 1);
+    ok(rdma_xport_shm.connect(a.xp, c) == RDMA_ERR_PEER
+       && strstr(rdma_xport_shm.error(a.xp), want), "an acceptor of another wire version is "
+       "refused by the connector: %s", rdma_xport_shm.error(a.xp));
+    *version = RDMA_WIRE_VERSION;
+    if (rdma_xport_shm.connect(a.xp, c) != RDMA_OK || !c->priv) {
+        ok(0, "versions: connect: %s", rdma_xport_shm.error(a.xp));
+        return;
+    }
+    ((shm_link_t *) ((shm_peer_t *) c->priv)->link)->version = RDMA_WIRE_VERSION + 1;
+    for (limit = conform_now() + 5; c->state == RDMA_CONN_CONNECTING && conform_now() < limit;) {
+        rdma_xport_shm.progress(b.xp);
+        rdma_xport_shm.progress(a.xp);
+    }
+    ok(c->state == RDMA_CONN_FAILED && strstr(c->why, "refused the connection")
+       && b.conns[0].xc.state == RDMA_CONN_IDLE && b.nready == 0, "a link of another wire "
+       "version is refused by the acceptor, its owner not asked: %s", c->why);
     rdma_xport_shm.finalize(a.xp);
     rdma_xport_shm.finalize(b.xp);
 }
@@ -149,6 +193,7 @@ int main(void)
     conform_run(conform_dyn_cases, conform_ndyn_cases,
                 getenv("CH3RDMA_T_XPORT_ONLY"));
     run_refused();
+    run_other_version();
     run_self();
     run_seg();
     return done_testing();

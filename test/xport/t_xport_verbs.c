@@ -30,7 +30,10 @@
 #define GROUP_LIMIT 90.0       /* seconds per scenario */
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
-enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4 };
+enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4, EXT_REJECTS = 5,
+    EXT_TWIN = 6
+};
+#define REJECTS 100             /* refusals in a row: more than RDMA_VERBS_REJ_AH */
 
 /* zcopy, rank 1: expose a send buffer (as zc does for a REQ) and, through
  * the test hook, register a receive-side region; tell rank 0 both keys. */
@@ -150,6 +153,85 @@ static void rank_forged(node_t * nd)
     exit(dropped ? 0 : 1);
 }
 
+/* rejects, rank 0: connect REJECTS times to rank 1, which refuses every
+ * hello; each attempt must fail with its REJ, not a timeout (before
+ * 2026-12-02 a process sent 64 REJs in its life, then none). */
+static void rank_rejected(node_t * nd)
+{
+    rdma_conn_t *c = &nd->conns[1].xc;
+    double limit;
+    int k;
+
+    for (k = 0; k < REJECTS; k++) {
+        c->state = RDMA_CONN_IDLE;
+        if (rdma_xport_verbs.connect(nd->xp, c))
+            break;
+        for (limit = conform_now() + 2; c->state == RDMA_CONN_CONNECTING
+             && conform_now() < limit;)
+            rdma_xport_verbs.progress(nd->xp);
+        if (c->state != RDMA_CONN_FAILED || !strstr(c->why, "refused the connection"))
+            break;
+        rdma_xport_verbs.close(nd->xp, c);
+    }
+    conform_say(nd, "D rank 0: %d of %d connection attempts refused by a REJ%s%s", k, REJECTS,
+                k < REJECTS ? "; then: " : "", k < REJECTS ? c->why : "");
+    if (k < REJECTS)
+        exit(1);
+    c->state = RDMA_CONN_IDLE;
+}
+
+/* twin, rank 0: once connected, send rank 1 a copy of our REQ as another
+ * process would (its CM secret and CM QP differ; token and QPN collide,
+ * as they may across hosts). */
+static void rank_twin_req(node_t * nd)
+{
+    rdma_verbs_conn_t *vc = nd->conns[1].xc.priv;
+    rdma_xport_t *xp = nd->xp;
+    static rdma_verbs_msg_t m;
+    struct ibv_mr *mr = ibv_reg_mr(xp->pd, &m, sizeof(m), IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_sge sge = {.addr = (uintptr_t) & m, .length = sizeof(m) };
+    struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+        .wr_id = ~0ull }, *bad;
+
+    if (!mr || !vc) {
+        conform_say(nd, "D twin: no registration or no connection");
+        exit(1);
+    }
+    m.h = (rdma_verbs_head_t) {.magic = RDMA_VERBS_MAGIC, .version = RDMA_WIRE_VERSION,
+        .type = RDMA_VERBS_MSG_REQ, .dyn = 1, .auth = vc->peer_auth, .src_auth = xp->auth ^ 1,
+        .token = vc->token, .udqpn = xp->ud->qp_num + 1, .qkey = xp->qkey,
+        .lid = xp->pattr.lid, .pid = 1};
+    memcpy(m.h.gid, xp->gid.raw, sizeof(m.h.gid));
+    m.qpn = vc->qp->qp_num;
+    m.ring_size = xp->prm.ring_size;
+    m.chunk_size = xp->prm.chunk_size;
+    m.ring_max = xp->prm.ring_max;
+    snprintf(m.hello, sizeof(m.hello), "%s", nd->hello);
+    sge.lkey = mr->lkey;
+    wr.wr.ud.ah = vc->ah;
+    wr.wr.ud.remote_qpn = vc->peer_udqpn;
+    wr.wr.ud.remote_qkey = vc->peer_qkey;
+    pthread_mutex_lock(&xp->cm_lock);
+    if (ibv_post_send(xp->ud, &wr, &bad))
+        exit(1);
+    pthread_mutex_unlock(&xp->cm_lock);
+    conform_say(nd, "D rank 0: sent a REQ with our token and QPN from another process");
+}
+
+/* twin, rank 1: progress while the twin REQ comes in: it is a new request
+ * (the owner is asked again), not a repeat of rank 0's. */
+static void rank_twin_seen(node_t * nd)
+{
+    double until = conform_now() + 4;
+
+    while (conform_now() < until && nd->accepts < 2)
+        if (conform_progress(nd))
+            exit(1);
+    conform_say(nd, "D rank 1: the owner was asked %d times", nd->accepts);
+    if (nd->accepts < 2)
+        exit(1);
+}
+
 /* Change the last hex digit of the card's auth (its sixth field). */
 static void forge_auth(char *card)
 {
@@ -203,6 +285,10 @@ static void verbs_hook(node_t * nd, int phase)
             rank_forged(nd);
         forge_auth(nd->cards[1]);
     }
+    if (nd->sc->ext == EXT_REJECTS && phase == CONFORM_CARDS && nd->rank == 0)
+        rank_rejected(nd);
+    if (nd->sc->ext == EXT_TWIN && phase == CONFORM_DATA)
+        nd->rank == 0 ? rank_twin_req(nd) : rank_twin_seen(nd);
     if (nd->sc->ext == EXT_QUEUES && phase == CONFORM_DATA)
         rank_queues_check(nd);
     if (nd->sc->ext == EXT_WINDOW && phase == CONFORM_DATA)
@@ -287,7 +373,18 @@ static const conform_case_t verbs_cases[] = {
                         .stream = 1 << 20, .ext = EXT_WINDOW}, NULL},
     {"grow", "2 ranks under a 128 KiB pinned cap: the rings grow from 4 KiB until the cap "
      "refuses, short of 64 KiB; streams verify", {.ring = 4096, .grow = 65536,
-                                                   .pinned_max = 128 * 1024}, NULL}
+                                                   .pinned_max = 128 * 1024}, NULL},
+    {"rejects", "2 jobs, the acceptor refuses every hello: 100 attempts in a row each get "
+     "their REJ (more than the 64 REJ address handles a process once had)",
+     {.dynamic = 1, .refuse_rank = 1, .late = 60, .timeout = 5, .ext = EXT_REJECTS},
+     "refused the connection"},
+    {"twin", "2 jobs: a REQ with a connection's token and QPN from another process is a new "
+     "request, not a repeat (tokens and QPNs repeat across hosts)",
+     {.dynamic = 1, .ext = EXT_TWIN}, NULL},
+    {"dyn-cap", "2 jobs, the acceptor's pinned cap (128 KiB) has no room for a connection "
+     "outside the job: it refuses with the reason, which the connector reports",
+     {.dynamic = 1, .pinned_max = 128 * 1024, .pinned_rank = 1, .ext_fails = 1},
+     "refused the connection: cannot create the connection"}
 };
 
 

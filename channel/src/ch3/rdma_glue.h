@@ -142,6 +142,7 @@ void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_busy(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
 void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc);
+int MPIDI_CH3I_Acceptq_forget(MPIDI_VC_t * vc);        /* ch3-port-forget.patch */
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 

@@ -122,6 +122,7 @@ static rdma_link_t *rdma_owner_accept_root(int tag)
         return NULL;
     MPIDI_VC_Init(vc, NULL, 0);
     vc->ch.accept_tag = tag + 1;
+    vc->ch.accepted = 1;
     if (vc->ch.pkt
         && rdma_chan_dyn_add(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), NULL, NULL) == RDMA_OK)
         return MPIDI_CH3I_link(vc);
@@ -231,15 +232,32 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
     goto fn_exit;
 }
 
+/* A connection from outside the job, accepted here, failed before an
+ * MPI_Comm_accept took it (not READY yet, or in CH3's accept queue: the
+ * patch ch3-port-forget.patch): it costs the server nothing, its
+ * connector has the diagnosis.  The VC goes (its link with it). */
+static rdma_status_t rdma_owner_forget(MPIDI_VC_t * vc, const char *why)
+{
+    if (MPIDI_CH3I_chan.cfg.verbose)
+        fprintf(stderr, "[ch3:rdma] a connection from outside the job failed before it was "
+                "accepted: %s\n", why);
+    MPIDI_CH3_VC_Destroy(vc);
+    MPL_free(vc);
+    return RDMA_OK;
+}
+
 /* A failed connection fails its VC (ch3_fail.c; not after its close
  * handshake): at once, or if it was READY once its frames are read
  * (rdma_channel.c: rdma_vc_errno).  Of a temporary VC it is the MPI
- * call's error while CH3 uses the VC. */
+ * call's error while CH3 uses the VC; one accepted here that no accept
+ * call took yet is forgotten. */
 static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
+    if (vc->ch.accepted && (vc->ch.accept_tag || MPIDI_CH3I_Acceptq_forget(vc)))
+        return rdma_owner_forget(vc, l->xc.why);
     if (!MPIDI_CH3I_RDMA_vc_of_group(vc))
         return vc->state != MPIDI_VC_STATE_ACTIVE && vc->state != MPIDI_VC_STATE_INACTIVE
             ? RDMA_OK : rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,

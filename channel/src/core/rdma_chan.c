@@ -173,6 +173,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
         rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,
         rdma_chan_rma_done, &ch->xp[k] };
     prm->own = k == RDMA_XP_VERBS ? &cfg->verbs : NULL;
+    prm->timeout = cfg->verbs.timeout;  /* CONNECT_TIMEOUT, for every transport */
 }
 
 /* The links know their transport instance before the thread may look

@@ -58,6 +58,18 @@
 #include "rdma_status.h"
 #include "rb_pipe.h"            /* rb_xport_ops_t: implemented, never called */
 #include "zc.h"                 /* zc_ops_t: likewise */
+
+/* The version of everything the channel puts on the wire between
+ * processes: the pipe's frames (ringbuf/), the verbs CM messages and
+ * control words (verbs/rdma_verbs.h), the shm region header, mailbox and
+ * link (shm/rdma_shm.h).  Builds connect only at the same version; at
+ * another, each side refuses with one line that names both versions.
+ * Change any of those layouts or encodings, change the version:
+ * test/unit/t_wire.c fingerprints them (field offsets and sizes, frames as
+ * written) and fails until the new fingerprint is recorded under a new
+ * version.  The fields that carry the version itself (the verbs CM head,
+ * the first words of shm_hdr_t and shm_link_t) never move. */
+#define RDMA_WIRE_VERSION 4     /* 3 and below: shm only (SHM_VERSION) */
 #include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
 
 typedef enum {
@@ -148,6 +160,8 @@ typedef struct rdma_xport_events {
     void *arg;
 } rdma_xport_events_t;
 
+#define RDMA_XPORT_TIMEOUT 60.0  /* CONNECT_TIMEOUT's default */
+
 typedef struct rdma_xport_params {
     int rank, size;
     const char *job;            /* unique job id; names shared objects */
@@ -162,6 +176,8 @@ typedef struct rdma_xport_params {
      * (verbs: rdma_verbs_params_t, rdma_xport_verbs.h); NULL: none */
     const void *own;
     int peers;                  /* peers this transport serves */
+    double timeout;             /* seconds a connection request waits for its
+                                 * answer (CONNECT_TIMEOUT; 0: RDMA_XPORT_TIMEOUT) */
 } rdma_xport_params_t;
 
 /* What a transport adds to the channel's MPI_T counters. */

@@ -21,14 +21,14 @@
 #include "rdma_xport.h"
 
 #define SHM_MAGIC 0x6d68732d616d6472ULL /* "rdma-shm" */
-#define SHM_VERSION 3
 #define SHM_PAGE 4096
 #define SHM_HDR_BYTES (2 * SHM_PAGE)    /* header page, mailbox page */
 #define SHM_JOB_LEN 64
 #define SHM_HELLO_LEN 232
 
 typedef struct shm_hdr {
-    uint64_t magic, version, ring_size, nslots, rank;
+    uint64_t magic, version;    /* SHM_MAGIC, RDMA_WIRE_VERSION: never move */
+    uint64_t ring_size, nslots, rank;
     uint64_t doorbell;          /* bumped by every peer that attaches or
                                  * posts or answers a request (release) */
     char job[SHM_JOB_LEN];
@@ -56,6 +56,23 @@ typedef struct shm_ctl {
     uint64_t head, tail, attached;
 } __attribute__((aligned(64))) shm_ctl_t;
 
+/* A connection's own memfd to a process outside the job, made by the
+ * connector (rdma_shm_dyn.c): this page, then ring[0] (connector ->
+ * acceptor) and ring[1].  magic, version and state never move, so an
+ * acceptor of any version can refuse a link of another. */
+#define SHM_LINK_MAGIC 0x6b6e696c2d616d72ULL    /* "rma-link" */
+/* CROSSED: refused because the acceptor connects to the connector itself
+ * and its link wins; the connector waits for that request instead. */
+enum { SHM_LINK_POSTED = 0, SHM_LINK_ACCEPTED, SHM_LINK_REFUSED, SHM_LINK_CROSSED };
+typedef struct shm_link {
+    uint64_t magic, version;
+    uint64_t state;             /* stored by the acceptor (release), read by
+                                 * the connector (acquire) */
+    uint64_t nonce, ring_size;
+    shm_ctl_t ctl[2];           /* ctl[d]: the pipe from side d (0 connector,
+                                 * 1 acceptor); head by d, tail by !d */
+} shm_link_t;
+
 /* A ring that is not a connection's first (rdma_shm_grow.c): its own
  * memfd (fd: ours, for our receive rings; -1 for a peer's we map; map
  * NULL: none). */
@@ -81,6 +98,7 @@ typedef struct shm_peer {
     int link_fd;                /* connector: open until the peer answered */
     int dir;                    /* 0: I connected, 1: I accepted */
     int posted;                 /* connector: request in the peer's mailbox */
+    double t_deadline;          /* connector: no answer by then fails it */
     /* growing rings (rdma_shm_grow.c): our receive ring and the peer's we
      * write, where not the first; the ones offered or mapped, not yet in use */
     shm_ring_t rx, rx_next, tx, tx_next;
@@ -102,10 +120,20 @@ struct rdma_xport {
     uint32_t wake_key;          /* wake_seq when the wait was armed */
     shm_peer_t *peer;           /* [size] */
     shm_peer_t *dyn;            /* dynamic peers, connecting or connected */
-    int dyn_retry;              /* our requests waiting for a free mailbox
-                                 * entry, and requests to us the owner will
-                                 * answer later: progress() looks again */
+    int dyn_retry;              /* our requests waiting for an answer (or a
+                                 * free mailbox entry), and requests to us the
+                                 * owner will answer later: progress() looks
+                                 * again */
     uint64_t nonces;            /* links made */
+    int dyn_failed;             /* connections accepted that could not be
+                                 * bound: progress() reports RDMA_ERR_PEER */
+    /* mailbox entries the owner answers later: entry i's link stays mapped
+     * (pe) until answered, refused once t_expire passed */
+    struct shm_later {
+        uint64_t nonce;
+        double t_expire;
+        shm_peer_t *pe;
+    } later[SHM_NREQ];
     int yama_scope;             /* kernel.yama.ptrace_scope at open, -1: no Yama */
     int ptracer_any;            /* PR_SET_PTRACER_ANY set by us (rdma_shm_expose) */
     shm_watch_t *watch;         /* [nwatch]: peers whose exit we watch */

@@ -9,14 +9,18 @@
  *
  * Handshake (each side's c->hello is its identity, defined by the owner):
  *   connector  maps the acceptor's header and mailbox (from its card),
- *              makes the link, claims a mailbox entry (CAS), fills it,
- *              posts it (release) and rings the doorbell.  A full mailbox
- *              is retried at every progress().
+ *              checks its wire version and ring size, makes the link,
+ *              claims a mailbox entry (CAS), fills it, posts it (release)
+ *              and rings the doorbell.  A full mailbox is retried at every
+ *              progress(); no answer within CONNECT_TIMEOUT fails it.
  *   acceptor   progress() finds the entry posted (acquire), copies and
  *              frees it, maps the link and the connector's header, asks the
  *              owner for the connection (ev.accept(who)), binds the pipe to
  *              the link, stores link.state ACCEPTED (release) or REFUSED
- *              and rings the connector's doorbell.
+ *              and rings the connector's doorbell.  A request the owner
+ *              answers later keeps its entry and its link mapped (later[])
+ *              and is refused after twice CONNECT_TIMEOUT; a link of another
+ *              wire version is refused.
  *   connector  progress() reads the answer (acquire): ACCEPTED binds its
  *              end and is READY, REFUSED fails the connection.
  * Both sides connecting at once make two links for one pair: the link of
@@ -37,18 +41,13 @@
 #include <unistd.h>
 #include "rdma_shm.h"
 
-#define SHM_LINK_MAGIC 0x6b6e696c2d616d72ULL    /* "rma-link" */
-/* CROSSED: refused because the acceptor connects to the connector itself
- * and its link wins; the connector waits for that request instead. */
-enum { SHM_LINK_POSTED = 0, SHM_LINK_ACCEPTED, SHM_LINK_REFUSED, SHM_LINK_CROSSED };
+static double rdma_shm_now(void)
+{
+    struct timespec ts;
 
-typedef struct shm_link {
-    uint64_t magic, nonce, ring_size;
-    uint64_t state;             /* stored by the acceptor (release), read by
-                                 * the connector (acquire) */
-    shm_ctl_t ctl[2];           /* ctl[d]: the pipe from side d (0 connector,
-                                 * 1 acceptor); head by d, tail by !d */
-} shm_link_t;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static size_t rdma_shm_link_len(const rdma_xport_t * xp)
 {
@@ -94,7 +93,7 @@ static void rdma_shm_dyn_free(rdma_xport_t * xp, shm_peer_t * pe)
 }
 
 /* The header and mailbox of process pid's region (fd), if it runs our
- * version with our ring size. */
+ * wire version with our ring size. */
 static rdma_status_t rdma_shm_dyn_map_hdr(rdma_xport_t * xp, shm_peer_t * pe, int pid, int fd,
                                           const char *what)
 {
@@ -106,11 +105,17 @@ static rdma_status_t rdma_shm_dyn_map_hdr(rdma_xport_t * xp, shm_peer_t * pe, in
     pe->maplen = SHM_HDR_BYTES;
     pe->pid = pid;
     h = (const shm_hdr_t *) pe->map;
-    if (h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->ring_size == xp->prm.ring_size)
+    if (h->magic != SHM_MAGIC || h->version != RDMA_WIRE_VERSION)
+        return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s (pid %d) runs ch3:rdma wire version %llu, "
+                        "this process (pid %d) version %d: connect only builds of the same "
+                        "wire version", what, pid, h->magic == SHM_MAGIC ?
+                        (unsigned long long) h->version : 0ULL, (int) getpid(),
+                        RDMA_WIRE_VERSION);
+    if (h->ring_size == xp->prm.ring_size)
         return RDMA_OK;
-    return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s runs another version of the channel or "
-                    "another ring size (%llu bytes, ours %zu: set MPIR_CVAR_CH3_RDMA_RING_SIZE "
-                    "alike)", what, (unsigned long long) h->ring_size, xp->prm.ring_size);
+    return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s uses another ring size (%llu bytes, ours %zu: "
+                    "set MPIR_CVAR_CH3_RDMA_RING_SIZE and _RING_INIT_SIZE alike)", what,
+                    (unsigned long long) h->ring_size, xp->prm.ring_size);
 }
 
 /* A new link: its own memfd, kept open until the peer answered. */
@@ -128,6 +133,7 @@ static rdma_status_t rdma_shm_dyn_link_make(rdma_xport_t * xp, shm_peer_t * pe)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     lk = (shm_link_t *) pe->link;
     lk->magic = SHM_LINK_MAGIC;
+    lk->version = RDMA_WIRE_VERSION;
     lk->nonce = ((uint64_t) getpid() << 40) ^ (uint64_t) ts.tv_nsec ^ ++xp->nonces << 20;
     lk->ring_size = xp->prm.ring_size;
     return RDMA_OK;
@@ -195,7 +201,9 @@ rdma_status_t rdma_shm_dyn_connect(rdma_xport_t * xp, rdma_conn_t * c)
     c->xport = xp;
     c->priv = pe;
     c->state = RDMA_CONN_CONNECTING;
-    xp->dyn_retry += !rdma_shm_dyn_post(xp, pe);
+    pe->t_deadline = rdma_shm_now() + xp->prm.timeout;
+    rdma_shm_dyn_post(xp, pe);
+    xp->dyn_retry++;            /* progress() looks for the answer, and the deadline */
     return RDMA_OK;
 }
 
@@ -207,33 +215,88 @@ static void rdma_shm_dyn_drop(rdma_xport_t * xp, rdma_conn_t * c)
     c->priv = NULL;
 }
 
-/* The connection request rq: accept it for the owner's connection, or
- * refuse it; 0: the owner answers later (rq stays posted).  One we cannot
- * map (the connector went away) is dropped. */
-static int rdma_shm_dyn_accept(rdma_xport_t * xp, const shm_req_t * rq)
+/* Answer the connector of the link pe maps (release: our end is bound
+ * before the connector may write) and ring its doorbell. */
+static void rdma_shm_dyn_answer(shm_peer_t * pe, uint64_t answer)
 {
-    shm_peer_t *pe = calloc(1, sizeof(*pe));
-    uint64_t answer = SHM_LINK_REFUSED;
+    __atomic_store_n(&((shm_link_t *) pe->link)->state, answer, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
+    rdma_shm_wake(pe);
+}
+
+/* The link of request rq (mailbox entry i): mapped again for a request the
+ * owner answers later, else mapped now; NULL: gone (the connector went
+ * away, or its fd was reused: nonce) or not of our wire version. */
+static shm_peer_t *rdma_shm_dyn_link_of(rdma_xport_t * xp, size_t i, const shm_req_t * rq)
+{
+    struct shm_later *lt = &xp->later[i];
     size_t len = rdma_shm_link_len(xp);
-    rdma_conn_t *c;
+    shm_peer_t *pe = lt->pe;
+    const shm_link_t *lk;
     char what[48];
 
-    snprintf(what, sizeof(what), "connecting process %d", rq->pid);
+    lt->pe = NULL;
+    if (pe && lt->nonce == rq->nonce)
+        return pe;
     if (pe)
-        pe->link_fd = -1;
-    if (!pe || rdma_shm_dyn_map_hdr(xp, pe, rq->pid, rq->region_fd, what)
-        || rdma_shm_map_fd(xp, rq->pid, rq->link_fd, len, len, what, &pe->link))
-        goto drop;
+        rdma_shm_dyn_free(xp, pe);
+    lt->t_expire = 0;
+    snprintf(what, sizeof(what), "connecting process %d", rq->pid);
+    if (!(pe = calloc(1, sizeof(*pe))))
+        return NULL;
+    pe->link_fd = -1;
+    if (rdma_shm_dyn_map_hdr(xp, pe, rq->pid, rq->region_fd, what)
+        || rdma_shm_map_fd(xp, rq->pid, rq->link_fd, len, len, what, &pe->link)) {
+        rdma_shm_dyn_free(xp, pe);
+        return NULL;
+    }
     pe->linklen = len;
     pe->dir = 1;
-    if (((shm_link_t *) pe->link)->magic != SHM_LINK_MAGIC
-        || ((shm_link_t *) pe->link)->nonce != rq->nonce)
-        goto drop;              /* not the link of that request any more */
-    c = xp->prm.ev.accept(xp->prm.ev.arg, rq->who);
-    if (c == RDMA_CONN_LATER) {
-        rdma_shm_dyn_free(xp, pe);
+    lk = (const shm_link_t *) pe->link;
+    if (lk->magic == SHM_LINK_MAGIC && lk->nonce == rq->nonce && lk->version == RDMA_WIRE_VERSION)
+        return pe;
+    if (lk->magic == SHM_LINK_MAGIC && lk->nonce == rq->nonce)
+        rdma_shm_dyn_answer(pe, SHM_LINK_REFUSED);      /* state never moves */
+    rdma_shm_dyn_free(xp, pe);
+    return NULL;
+}
+
+/* The owner answers request rq later: keep pe until it does, or until
+ * twice CONNECT_TIMEOUT passed (0 then: refuse it; its connector gave up
+ * after one, with its own diagnosis). */
+static int rdma_shm_dyn_later(rdma_xport_t * xp, size_t i, const shm_req_t * rq, shm_peer_t * pe)
+{
+    struct shm_later *lt = &xp->later[i];
+    double now = rdma_shm_now();
+
+    if (lt->t_expire == 0 || lt->nonce != rq->nonce) {
+        lt->nonce = rq->nonce;
+        lt->t_expire = now + 2 * xp->prm.timeout;      /* the connector gave up */
+    }
+    if (now >= lt->t_expire) {
+        lt->t_expire = 0;
         return 0;
     }
+    lt->pe = pe;
+    return 1;
+}
+
+/* Mailbox entry i holds the connection request rq: accept it for the
+ * owner's connection, or refuse it; 0: the owner answers later (rq stays
+ * posted).  One we cannot map (the connector went away) is dropped. */
+static int rdma_shm_dyn_accept(rdma_xport_t * xp, size_t i, const shm_req_t * rq)
+{
+    shm_peer_t *pe = rdma_shm_dyn_link_of(xp, i, rq);
+    uint64_t answer = SHM_LINK_REFUSED;
+    rdma_conn_t *c;
+
+    if (!pe)
+        return 1;
+    c = xp->prm.ev.accept(xp->prm.ev.arg, rq->who);
+    if (c == RDMA_CONN_LATER && rdma_shm_dyn_later(xp, i, rq, pe))
+        return 0;
+    if (c == RDMA_CONN_LATER)
+        c = NULL;       /* expired */
     if (c && c->state == RDMA_CONN_CONNECTING && c->priv && strcmp(rq->who, c->hello) < 0)
         rdma_shm_dyn_drop(xp, c);
     if (c && c->state == RDMA_CONN_CONNECTING && c->priv)
@@ -243,21 +306,17 @@ static int rdma_shm_dyn_accept(rdma_xport_t * xp, const shm_req_t * rq)
         c->xport = xp;
         if (rdma_shm_dyn_bind(xp, c, pe) == RDMA_OK)
             answer = SHM_LINK_ACCEPTED;
-        else
+        else {
             rdma_conn_failed(c, xp->err);
+            xp->dyn_failed++;
+        }
     }
-    /* release: our end is bound before the connector may write */
-    __atomic_store_n(&((shm_link_t *) pe->link)->state, answer, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&((shm_hdr_t *) pe->map)->doorbell, 1, __ATOMIC_RELEASE);
-    rdma_shm_wake(pe);
+    rdma_shm_dyn_answer(pe, answer);
     if (answer == SHM_LINK_ACCEPTED) {
         pe->next = xp->dyn;
         xp->dyn = pe;
         rdma_shm_ready(xp, c, pe);
-        return 1;
-    }
-  drop:
-    if (pe)
+    } else
         rdma_shm_dyn_free(xp, pe);
     return 1;
 }
@@ -269,13 +328,21 @@ static rdma_status_t rdma_shm_dyn_answered(rdma_xport_t * xp, shm_peer_t * pe)
     rdma_conn_t *c = pe->conn;
     uint64_t answer;
 
-    if (!pe->posted && !rdma_shm_dyn_post(xp, pe)) {
-        xp->dyn_retry++;
+    if (!pe->posted && !rdma_shm_dyn_post(xp, pe))
+        answer = SHM_LINK_POSTED;
+    else
+        answer = __atomic_load_n(&((shm_link_t *) pe->link)->state, __ATOMIC_ACQUIRE);
+    if (answer == SHM_LINK_POSTED && rdma_shm_now() < pe->t_deadline) {
+        xp->dyn_retry++;        /* looked at again: the deadline */
         return RDMA_OK;
     }
-    answer = __atomic_load_n(&((shm_link_t *) pe->link)->state, __ATOMIC_ACQUIRE);
-    if (answer == SHM_LINK_POSTED)
-        return RDMA_OK;
+    if (answer == SHM_LINK_POSTED) {
+        SHM_FAIL(xp, RDMA_ERR_PEER, "shm: process %d (pid %d) did not answer the connection "
+                 "request within %g s (MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT)", c->peer,
+                 (int) pe->pid, xp->prm.timeout);
+        rdma_shm_dyn_drop(xp, c);
+        return rdma_conn_failed(c, xp->err);
+    }
     close(pe->link_fd);
     pe->link_fd = -1;
     if (answer == SHM_LINK_ACCEPTED && rdma_shm_dyn_bind(xp, c, pe) == RDMA_OK) {
@@ -302,7 +369,7 @@ rdma_status_t rdma_shm_dyn_progress(rdma_xport_t * xp)
             continue;
         rq = box[i];
         rq.who[SHM_HELLO_LEN - 1] = '\0';
-        if (rdma_shm_dyn_accept(xp, &rq))
+        if (rdma_shm_dyn_accept(xp, i, &rq))
             __atomic_store_n(&box[i].state, SHM_REQ_FREE, __ATOMIC_RELEASE);
         else
             xp->dyn_retry++;
@@ -312,6 +379,10 @@ rdma_status_t rdma_shm_dyn_progress(rdma_xport_t * xp)
         if (pe->dir == 0 && pe->conn->state == RDMA_CONN_CONNECTING
             && rdma_shm_dyn_answered(xp, pe))
             rc = RDMA_ERR_PEER;
+    }
+    if (xp->dyn_failed) {
+        xp->dyn_failed = 0;
+        rc = RDMA_ERR_PEER;
     }
     return rc;
 }
@@ -327,6 +398,11 @@ rdma_status_t rdma_shm_dyn_close(rdma_xport_t * xp, rdma_conn_t * c)
 
 void rdma_shm_dyn_finalize(rdma_xport_t * xp)
 {
+    size_t i;
+
+    for (i = 0; i < SHM_NREQ; i++)
+        if (xp->later[i].pe)
+            rdma_shm_dyn_free(xp, xp->later[i].pe);
     while (xp->dyn)
         rdma_shm_dyn_free(xp, xp->dyn);
 }

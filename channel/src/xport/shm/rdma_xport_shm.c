@@ -324,7 +324,7 @@ static rdma_status_t rdma_shm_region_make(rdma_xport_t * xp, char *err, size_t e
     if (rc)
         return rc;
     h = (shm_hdr_t *) xp->map;
-    h->version = SHM_VERSION;
+    h->version = RDMA_WIRE_VERSION;
     h->ring_size = prm->ring_size;
     h->nslots = prm->size;
     h->rank = prm->rank;
@@ -348,6 +348,8 @@ static rdma_status_t rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t
     if (!xp)
         return rdma_say(err, errlen, rc, "shm: out of memory");
     xp->prm = *prm;
+    if (xp->prm.timeout <= 0)
+        xp->prm.timeout = RDMA_XPORT_TIMEOUT;
     xp->peer = calloc(prm->size, sizeof(*xp->peer));
     if (!xp->peer) {
         rdma_say(err, errlen, rc, "shm: out of memory for %d peers", prm->size);
@@ -383,7 +385,7 @@ static const char *rdma_shm_check(const rdma_xport_t * xp, const uint8_t * map, 
     const shm_hdr_t *h = (const shm_hdr_t *) map, *mine = (const shm_hdr_t *) xp->map;
 
     return h->magic != SHM_MAGIC ? "magic"
-        : h->version != SHM_VERSION ? "version"
+        : h->version != RDMA_WIRE_VERSION ? "wire version"
         : h->ring_size != mine->ring_size ? "ring_size"
         : h->nslots != mine->nslots ? "job size"
         : h->rank != (uint64_t) q ? "rank"

@@ -92,8 +92,8 @@ enum {
     RDMA_VERBS_HELLO = 256,     /* a hello (peer outside the job), NUL included */
     RDMA_VERBS_DYN_SLOTS = 1024,        /* connections outside the job, at most */
     RDMA_VERBS_PARK = 16,       /* REQs from outside the job awaiting main */
-    RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs, at most */
-    RDMA_VERBS_MAGIC = 0x63683372,
+    RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs (per GID), at most */
+    RDMA_VERBS_MAGIC = 0x63683373,    /* builds before wire versions: 0x63683372 */
     RDMA_VERBS_WINDOW = 64,     /* frame writes in flight (rb_config_t.max_writes):
                                  * queues of 120 and 96 entries, under the 128
                                  * providers round them up to */
@@ -143,30 +143,39 @@ typedef enum {
     RDMA_VERBS_CM_DEAD
 } rdma_verbs_cm_t;
 
-/* CM message; both ends share byte order (homogeneous jobs).  A REQ also
- * carries the sender's address, so the responder (the channel thread)
- * needs no PMI lookup.  dyn: the sender's peer is outside its job; then
- * src and dst are not ranks of the receiver's job, a REQ carries the
- * sender's hello (c->hello) and a message is sent only up to the hello's
- * NUL (rdma_verbs_msg_len); without dyn it ends before hello. */
-typedef struct rdma_verbs_msg {
-    uint32_t magic;
-    uint8_t type, in_order, rd_atomic, basic;
+/* CM message; both ends share byte order (homogeneous jobs).  Its head is
+ * the same in every wire version (test/unit/t_wire.c pins it): magic,
+ * version, type and what a reply needs, so two builds of different wire
+ * versions (RDMA_WIRE_VERSION, rdma_xport.h) refuse each other by name (a REJ that is only a
+ * head) instead of misreading the rest.  A REQ also carries the sender's
+ * address, so the responder (the channel thread) needs no PMI lookup.
+ * dyn: the sender's peer is outside its job; then src and dst are not
+ * ranks of the receiver's job, a REQ carries the sender's hello
+ * (c->hello), a REJ the reason, and a message is sent only up to that
+ * string's NUL (rdma_verbs_msg_len); without dyn it ends before hello. */
+typedef struct rdma_verbs_head {
+    uint32_t magic, version;    /* RDMA_VERBS_MAGIC, RDMA_WIRE_VERSION */
     uint64_t auth;              /* the destination's auth (from its card) */
+    uint64_t src_auth;          /* the sender's auth, GID, LID, CM QP, QKEY */
+    uint64_t token, echo;       /* sender's / receiver's connection id */
+    uint8_t gid[16];
+    uint32_t udqpn, qkey;
+    uint16_t lid;
+    uint8_t type;               /* RDMA_VERBS_MSG_*: values never change */
+    uint8_t dyn;
+    uint32_t pid;               /* sender's process id (diagnoses) */
+    char host[RDMA_VERBS_HOST];
+} rdma_verbs_head_t;
+
+typedef struct rdma_verbs_msg {
+    rdma_verbs_head_t h;
     int32_t src, dst;
     uint32_t qpn, psn;
-    uint64_t token, echo;       /* sender's / receiver's connection id */
     uint64_t ring_addr, ctl_addr;
     uint32_t ring_rkey, ctl_rkey;
     uint64_t ring_size, chunk_size, ring_max;  /* ring_size: the first */
-    uint8_t gid[16];            /* sender's GID, LID, CM QP, QKEY, auth */
-    uint32_t udqpn, qkey;
-    uint16_t lid;
+    uint8_t in_order, rd_atomic, basic;
     uint8_t mtu;                /* sender's port MTU (enum ibv_mtu) */
-    uint8_t dyn;
-    uint32_t pid;               /* sender's process id (diagnoses) */
-    uint64_t src_auth;
-    char host[RDMA_VERBS_HOST];
     char hello[RDMA_VERBS_HELLO];
 } rdma_verbs_msg_t;
 #define RDMA_VERBS_MSG_MIN offsetof(rdma_verbs_msg_t, hello)
@@ -211,6 +220,8 @@ typedef struct rdma_verbs_conn {
     rdma_verbs_cm_t cm;         /* [adopt]; main writes DEAD under cm_lock */
     int initiator;              /* [cm] */
     int adopted;                /* [main] bound and reported */
+    size_t charged;             /* [fixed] bytes of the pinned cap its first
+                                 * rings hold (outside the job only) */
     unsigned early;             /* [main] frames landed before adoption */
     struct rdma_verbs_conn *next_adopt; /* [cm] xp->adopt list */
     struct ibv_qp *qp;          /* [fixed] */
@@ -315,16 +326,20 @@ struct rdma_xport {
         double t_expire;        /* dropped after: the connector gave up */
     } parked[RDMA_VERBS_PARK];  /* [cm] */
     int n_parked;               /* [cm]; main peeks with a relaxed atomic load */
-    struct ibv_ah *rej_ah[RDMA_VERBS_REJ_AH];   /* [cm] kept until finalize: a
-                                                 * send may still use one */
-    int n_rej_ah;               /* [cm] */
+    /* address handles of REJs, one per port address (REJs go to strangers):
+     * the oldest is replaced once no send is in flight (one may use it) */
+    struct rdma_verbs_rej_ah {
+        uint8_t gid[16];
+        uint16_t lid;
+        struct ibv_ah *ah;
+    } rej_ah[RDMA_VERBS_REJ_AH];        /* [cm] */
+    int n_rej_ah, rej_next;     /* [cm] entries used; the next replaced */
     unsigned short rng[3];      /* [cm] PSNs; leaves the application's lrand48 alone */
     int qp_timeout, in_order_override;  /* [fixed] */
     int n_connecting;           /* [cm] */
     int new_failures;           /* [main] */
     int flag_polled;            /* [main] a connection polls memory: no CQE per arrival */
     double t_keepalive;         /* [main] */
-    double drain_by;            /* [main] close()s wait for last writes until then */
     unsigned polls;             /* [main] progress calls; clock read every 256th */
     pthread_mutex_t rc_lock;
     rdma_verbs_rc_t rc_src;     /* [rc] send buffers the peer reads: REMOTE_READ */
@@ -361,6 +376,7 @@ int rdma_verbs_gid_pick(rdma_xport_t * xp);
 double rdma_verbs_ack_s(int t);
 int rdma_verbs_qp_timeout(double seconds);
 double rdma_verbs_drain_bound(double seconds, int qp_timeout);
+size_t rdma_verbs_conn_pinned(const rdma_xport_params_t * prm);
 struct ibv_comp_channel *rdma_verbs_chan_open(rdma_xport_t * xp);
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen);
 void rdma_verbs_dev_teardown(rdma_xport_t * xp);

@@ -53,14 +53,18 @@
 
 /* -------------------------------------------------------------- CM (UD) */
 
+static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m,
+                                 const char *why);
+
 static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
 {
     rdma_xport_t *xp = vc->xp;
 
     memset(m, 0, sizeof(*m));
-    m->magic = RDMA_VERBS_MAGIC;
-    m->auth = vc->peer_auth;
-    m->type = (uint8_t) type;
+    m->h.magic = RDMA_VERBS_MAGIC;
+    m->h.version = RDMA_WIRE_VERSION;
+    m->h.auth = vc->peer_auth;
+    m->h.type = (uint8_t) type;
     /* bit 0: our QP places writes in order; bit 1: we may verify frames */
     m->in_order = (uint8_t) (vc->in_order_local | !xp->vp.force_completion << 1);
     m->rd_atomic = (uint8_t) vc->max_rd_atomic;
@@ -69,8 +73,8 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->dst = vc->c->peer;
     m->qpn = vc->qp->qp_num;
     m->psn = vc->psn;
-    m->token = vc->token;
-    m->echo = vc->remote.token;
+    m->h.token = vc->token;
+    m->h.echo = vc->remote.h.token;
     m->ring_addr = vc->ring_addr0;
     m->ring_rkey = vc->ring_rkey0;
     m->ctl_addr = (uintptr_t) vc->ctl.buf;
@@ -78,23 +82,24 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->ring_size = xp->prm.ring_size;
     m->chunk_size = xp->prm.chunk_size;
     m->ring_max = xp->prm.ring_max;
-    memcpy(m->gid, xp->gid.raw, sizeof(m->gid));
-    m->udqpn = xp->ud->qp_num;
-    m->qkey = xp->qkey;
-    m->lid = xp->pattr.lid;
+    memcpy(m->h.gid, xp->gid.raw, sizeof(m->h.gid));
+    m->h.udqpn = xp->ud->qp_num;
+    m->h.qkey = xp->qkey;
+    m->h.lid = xp->pattr.lid;
     m->mtu = (uint8_t) xp->pattr.active_mtu;
-    m->src_auth = xp->auth;
-    m->pid = (uint32_t) getpid();
-    snprintf(m->host, sizeof(m->host), "%s", xp->host);
-    m->dyn = vc->c->peer >= xp->prm.size;
-    if (m->dyn && type == RDMA_VERBS_MSG_REQ)
+    m->h.src_auth = xp->auth;
+    m->h.pid = (uint32_t) getpid();
+    snprintf(m->h.host, sizeof(m->h.host), "%s", xp->host);
+    m->h.dyn = vc->c->peer >= xp->prm.size;
+    if (m->h.dyn && type == RDMA_VERBS_MSG_REQ)
         snprintf(m->hello, sizeof(m->hello), "%s", vc->c->hello ? vc->c->hello : "");
 }
 
-/* The bytes that count of a message. */
+/* The bytes that count of a message: a dyn one's or a REJ's string too. */
 static uint32_t rdma_verbs_msg_len(const rdma_verbs_msg_t * m)
 {
-    return (uint32_t) (RDMA_VERBS_MSG_MIN + (m->dyn ? strlen(m->hello) + 1 : 0));
+    return (uint32_t) (RDMA_VERBS_MSG_MIN + (m->h.dyn || m->h.type == RDMA_VERBS_MSG_REJ ?
+                                             strlen(m->hello) + 1 : 0));
 }
 
 /* Received datagram b of len bytes (GRH included): its hello ends within
@@ -265,7 +270,7 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
 }
 
 /* A REQ from a peer we have no connection to: make one from the REQ.  A
- * failure is reported to main through a DEAD connection. */
+ * failure (slots, memory, QP or CQ limits) is REJected with the reason. */
 static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * c,
                                                const rdma_verbs_msg_t * m)
 {
@@ -276,8 +281,7 @@ static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * 
     rdma_verbs_msg_peer(m, &peer);
     if (rdma_verbs_conn_create(xp, c, &peer, &vc, why, sizeof(why)) == RDMA_OK)
         return vc;
-    xp->cm_refused++;
-    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
+    rdma_verbs_cm_reject(xp, m, why);
     return NULL;
 }
 
@@ -286,7 +290,7 @@ static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * 
 static int rdma_verbs_req_ours_wins(rdma_xport_t * xp, rdma_verbs_conn_t * vc,
                                     const rdma_verbs_msg_t * m)
 {
-    if (m->dyn)
+    if (m->h.dyn)
         return strcmp(vc->c->hello ? vc->c->hello : "", m->hello) < 0;
     return xp->prm.rank < m->src;
 }
@@ -308,14 +312,16 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_ver
         /* fallthrough */
     case RDMA_VERBS_CM_NONE:
         vc->initiator = 0;
-        if (rdma_verbs_conn_pair(vc, m))
+        if (rdma_verbs_conn_pair(vc, m)) {
+            rdma_verbs_cm_reject(xp, m, vc->why);       /* the initiator learns why */
             return;
+        }
         rdma_verbs_timer_arm(vc, RDMA_VERBS_CM_REP_SENT);
         rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
         return;
     case RDMA_VERBS_CM_REP_SENT:
     case RDMA_VERBS_CM_READY:
-        if (m->qpn == vc->remote.qpn && m->token == vc->remote.token)
+        if (m->qpn == vc->remote.qpn && m->h.token == vc->remote.h.token)
             rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
         return;
     case RDMA_VERBS_CM_DEAD:
@@ -336,6 +342,16 @@ static void rdma_verbs_cm_rep(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m
 
 /* --------------------------------------------- peers outside the job */
 
+/* Two copies of one REQ: the same connection token and QP from the same
+ * process (its auth and CM QP) at the same port address: tokens and QPNs
+ * repeat across hosts and processes. */
+static int rdma_verbs_same_req(const rdma_verbs_msg_t * a, const rdma_verbs_msg_t * b)
+{
+    return a->h.token == b->h.token && a->qpn == b->qpn && a->h.src_auth == b->h.src_auth
+        && a->h.udqpn == b->h.udqpn && a->h.lid == b->h.lid
+        && !memcmp(a->h.gid, b->h.gid, sizeof(a->h.gid));
+}
+
 /* The connection made from an earlier copy of the REQ m, if any. */
 static rdma_verbs_conn_t *rdma_verbs_cm_known(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
 {
@@ -343,16 +359,10 @@ static rdma_verbs_conn_t *rdma_verbs_cm_known(rdma_xport_t * xp, const rdma_verb
 
     for (i = 0; i < xp->nslots; i++) {
         rdma_verbs_conn_t *vc = xp->slots[i];
-        if (vc && vc->c->peer >= xp->prm.size && vc->remote.token == m->token
-            && vc->remote.qpn == m->qpn)
+        if (vc && vc->c->peer >= xp->prm.size && rdma_verbs_same_req(&vc->remote, m))
             return vc;
     }
     return NULL;
-}
-
-static int rdma_verbs_same_req(const rdma_verbs_msg_t * a, const rdma_verbs_msg_t * b)
-{
-    return a->token == b->token && a->qpn == b->qpn && !memcmp(a->gid, b->gid, sizeof(a->gid));
 }
 
 /* Park the REQ m for main (a repeated one refreshes its entry; a full
@@ -372,27 +382,71 @@ static void rdma_verbs_cm_park(rdma_xport_t * xp, const rdma_verbs_msg_t * m, do
     rdma_verbs_fd_poke(xp->wake_fd);
 }
 
-/* Tell the connector of m that the owner refused it.  The address handle
- * lives until finalize (the send may be in flight); past
- * RDMA_VERBS_REJ_AH of them the connector times out instead. */
-static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+/* The address handle for a REJ to peer (see rej_ah); NULL: none now (the
+ * connector repeats its REQ, or times out). */
+static struct ibv_ah *rdma_verbs_rej_ah(rdma_xport_t * xp, const rdma_verbs_peer_t * peer)
 {
-    rdma_verbs_msg_t r = {.magic = RDMA_VERBS_MAGIC, .type = RDMA_VERBS_MSG_REJ, .dyn = 1,
-        .auth = m->src_auth, .src = xp->prm.rank, .echo = m->token, .src_auth = xp->auth
-    };
-    rdma_verbs_peer_t peer;
+    struct rdma_verbs_rej_ah *e;
     struct ibv_ah_attr path;
     struct ibv_ah *ah;
+    int i;
 
-    if (xp->n_rej_ah == RDMA_VERBS_REJ_AH)
-        return;
-    rdma_verbs_msg_peer(m, &peer);
-    rdma_verbs_path_of(xp, &peer, &path);
+    for (i = 0; i < xp->n_rej_ah; i++)
+        if (xp->rej_ah[i].lid == peer->lid && !memcmp(xp->rej_ah[i].gid, peer->gid, 16))
+            return xp->rej_ah[i].ah;
+    if (xp->n_rej_ah == RDMA_VERBS_REJ_AH && xp->ud_send_free < RDMA_VERBS_UD_NSEND)
+        return NULL;
+    rdma_verbs_path_of(xp, peer, &path);
     if (!(ah = ibv_create_ah(xp->pd, &path)))
+        return NULL;
+    if (xp->n_rej_ah < RDMA_VERBS_REJ_AH)
+        e = &xp->rej_ah[xp->n_rej_ah++];
+    else {
+        e = &xp->rej_ah[xp->rej_next++ % RDMA_VERBS_REJ_AH];
+        ibv_destroy_ah(e->ah);
+    }
+    memcpy(e->gid, peer->gid, 16);
+    e->lid = peer->lid;
+    e->ah = ah;
+    return ah;
+}
+
+/* Refuse the REQ m, telling its connector why (counted; the last why is
+ * in the statistics).  Only m's head is read: m may be of another wire
+ * version, whose connector reads only our REJ's head. */
+static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m, const char *why)
+{
+    rdma_verbs_msg_t r = {.h = {.magic = RDMA_VERBS_MAGIC, .version = RDMA_WIRE_VERSION,
+                                .type = RDMA_VERBS_MSG_REJ, .dyn = m->h.dyn,
+                                .auth = m->h.src_auth, .echo = m->h.token,
+                                .src_auth = xp->auth, .pid = (uint32_t) getpid()},
+    .src = xp->prm.rank
+    };
+    rdma_verbs_peer_t peer;
+    struct ibv_ah *ah;
+
+    xp->cm_refused++;
+    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
+    rdma_verbs_msg_peer(m, &peer);
+    if (!(ah = rdma_verbs_rej_ah(xp, &peer)))
         return;
-    xp->rej_ah[xp->n_rej_ah++] = ah;
-    snprintf(r.host, sizeof(r.host), "%s", xp->host);
+    snprintf(r.h.host, sizeof(r.h.host), "%s", xp->host);
+    snprintf(r.hello, sizeof(r.hello), "%s", why);
     rdma_verbs_ud_post(xp, ah, peer.udqpn, peer.qkey, &r);
+}
+
+/* Main: the owner gave c for the REQ m.  c is ours from now (closed
+ * by close() whatever its state); a connection that cannot be made fails
+ * c, so the owner forgets it. */
+static void rdma_verbs_cm_req_dyn(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
+{
+    c->ops = &rdma_xport_verbs;
+    c->xport = xp;
+    rdma_verbs_cm_req(xp, c, m);
+    if (!c->priv && c->state != RDMA_CONN_FAILED) {
+        rdma_conn_failed(c, xp->cm_why);
+        xp->new_failures++;
+    }
 }
 
 /* Main: ask the owner about each parked REQ (outside cm_lock), then
@@ -419,9 +473,10 @@ void rdma_verbs_cm_parked(rdma_xport_t * xp)
         if (c == RDMA_CONN_LATER)
             rdma_verbs_cm_park(xp, &p[i].m, p[i].t_expire);
         else if (!c)
-            rdma_verbs_cm_reject(xp, &p[i].m);
+            rdma_verbs_cm_reject(xp, &p[i].m, "its owner does not know this process, or the "
+                                 "port's token is wrong");
         else
-            rdma_verbs_cm_req(xp, c, &p[i].m);
+            rdma_verbs_cm_req_dyn(xp, c, &p[i].m);
         pthread_mutex_unlock(&xp->cm_lock);
     }
 }
@@ -430,18 +485,44 @@ void rdma_verbs_cm_parked(rdma_xport_t * xp)
  * (the tokens matched already). */
 static int rdma_verbs_msg_from(const rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
-    return vc->c->peer >= vc->xp->prm.size ? m->dyn : !m->dyn && m->src == vc->c->peer;
+    return vc->c->peer >= vc->xp->prm.size ? m->h.dyn : !m->h.dyn && m->src == vc->c->peer;
+}
+
+/* A message of another wire version: only its head is read.  A REQ gets a
+ * REJ; a REJ of our REQ fails that connection, naming both versions. */
+static void rdma_verbs_cm_version(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
+{
+    rdma_verbs_conn_t *vc;
+    char why[RDMA_MSG_LEN];
+
+    if (m->h.type == RDMA_VERBS_MSG_REQ) {
+        snprintf(why, sizeof(why), "process %u on %.*s runs ch3:rdma wire version %u, this "
+                 "process on %s version %u", (unsigned) m->h.pid, (int) sizeof(m->h.host) - 1,
+                 m->h.host, (unsigned) m->h.version, xp->host, RDMA_WIRE_VERSION);
+        rdma_verbs_cm_reject(xp, m, why);
+    } else if (m->h.type == RDMA_VERBS_MSG_REJ && (vc = rdma_verbs_conn_lookup(xp, m->h.echo))
+               && vc->cm == RDMA_VERBS_CM_REQ_SENT)
+        rdma_verbs_conn_doom(vc, "%s on %s runs ch3:rdma wire version %u, this process on %s "
+                             "version %u: connect only builds of the same wire version",
+                             vc->who, vc->host, (unsigned) m->h.version, xp->host,
+                             RDMA_WIRE_VERSION);
+    else
+        xp->cm_dropped++;
 }
 
 void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
 {
     rdma_verbs_conn_t *vc;
 
-    if (m->magic != RDMA_VERBS_MAGIC || m->auth != xp->auth) {
+    if (m->h.magic != RDMA_VERBS_MAGIC || m->h.auth != xp->auth) {
         xp->cm_dropped++;
         return;
     }
-    if (m->type == RDMA_VERBS_MSG_REQ && m->dyn) {
+    if (m->h.version != RDMA_WIRE_VERSION) {
+        rdma_verbs_cm_version(xp, m);
+        return;
+    }
+    if (m->h.type == RDMA_VERBS_MSG_REQ && m->h.dyn) {
         vc = rdma_verbs_cm_known(xp, m);
         if (vc)
             rdma_verbs_cm_req(xp, vc->c, m);
@@ -449,23 +530,22 @@ void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
             rdma_verbs_cm_park(xp, m, rdma_verbs_now() + xp->vp.timeout);
         return;
     }
-    if (m->type == RDMA_VERBS_MSG_REQ) {
+    if (m->h.type == RDMA_VERBS_MSG_REQ) {
         if (m->dst == xp->prm.rank && m->src >= 0 && m->src < xp->prm.size)
             rdma_verbs_cm_req(xp, xp->prm.ev.conn_of(xp->prm.ev.arg, m->src), m);
         return;
     }
-    vc = rdma_verbs_conn_lookup(xp, m->echo);
+    vc = rdma_verbs_conn_lookup(xp, m->h.echo);
     if (!vc || !rdma_verbs_msg_from(vc, m))
         return;
-    if (m->type == RDMA_VERBS_MSG_REP)
+    if (m->h.type == RDMA_VERBS_MSG_REP)
         rdma_verbs_cm_rep(vc, m);
-    else if (m->type == RDMA_VERBS_MSG_RTU && vc->cm == RDMA_VERBS_CM_REP_SENT
+    else if (m->h.type == RDMA_VERBS_MSG_RTU && vc->cm == RDMA_VERBS_CM_REP_SENT
              && m->qpn == vc->remote.qpn)
         rdma_verbs_conn_ready(vc);
-    else if (m->type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
-        rdma_verbs_conn_doom(vc, "the process outside the job on %s refused the connection "
-                             "(its owner does not know this process, or the port's token "
-                             "is wrong)", vc->host);
+    else if (m->h.type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
+        rdma_verbs_conn_doom(vc, "%s on %s refused the connection: %s", vc->who, vc->host,
+                             m->hello);
 }
 
 /* Main: the first arrival on a responder's connection implies the RTU. */

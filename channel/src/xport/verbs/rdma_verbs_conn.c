@@ -175,6 +175,8 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
     while (vc->n_retired)
         rdma_verbs_mem_free(&vc->retired[--vc->n_retired].m);
     rdma_verbs_slot_put(xp, vc);
+    if (vc->charged)
+        rdma_verbs_ring_charge(xp, -(long long) vc->charged);
     vc->c->priv = NULL;
     free(vc->sig_fifo);
     free(vc);
@@ -257,13 +259,13 @@ rdma_status_t rdma_verbs_card_parse(const char *card, rdma_verbs_peer_t * p)
 void rdma_verbs_msg_peer(const rdma_verbs_msg_t * m, rdma_verbs_peer_t * p)
 {
     memset(p, 0, sizeof(*p));
-    memcpy(p->gid, m->gid, sizeof(p->gid));
-    p->lid = m->lid;
-    p->udqpn = m->udqpn;
-    p->qkey = m->qkey;
-    p->auth = m->src_auth;
-    p->pid = m->pid;
-    snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->host) - 1, m->host);
+    memcpy(p->gid, m->h.gid, sizeof(p->gid));
+    p->lid = m->h.lid;
+    p->udqpn = m->h.udqpn;
+    p->qkey = m->h.qkey;
+    p->auth = m->h.src_auth;
+    p->pid = m->h.pid;
+    snprintf(p->host, sizeof(p->host), "%.*s", (int) sizeof(m->h.host) - 1, m->h.host);
 }
 
 /* The peer's address through our port. */
@@ -317,6 +319,15 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                  RDMA_VERBS_DYN_SLOTS);
         goto fail;
     }
+    if (c->peer >= xp->prm.size
+        && rdma_verbs_ring_charge(xp, (long long) rdma_verbs_conn_pinned(&xp->prm))) {
+        rdma_say(why, len, st, "cannot create the connection to %s on %s: the pinned-memory "
+                 "cap (MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, %zu KiB) has no room for its rings "
+                 "(%zu KiB)", vc->who, vc->host, xp->vp.pinned_max_bytes >> 10,
+                 rdma_verbs_conn_pinned(&xp->prm) >> 10);
+        goto fail;
+    }
+    vc->charged = c->peer >= xp->prm.size ? rdma_verbs_conn_pinned(&xp->prm) : 0;
     if (rdma_verbs_conn_resources(vc)) {
         rdma_say(why, len, st, "cannot create the connection to %s on %s (memory "
                  "registration, QP or CQ limits: %s)", vc->who, vc->host, strerror(errno));

@@ -312,23 +312,23 @@ void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c)
  * and left would never be acknowledged (its QP is gone), and waiting for
  * it cost a whole drain bound, 8.6 s at the default timeout, in about
  * half of the jobs.  Without closing(), one signalled write after the
- * unsignalled ones covers them all.  Bounded for all connections together
- * (rdma_verbs_drain_bound) from the first drain; a dead peer ends it
- * early. */
+ * unsignalled ones covers them all.  Bounded per close
+ * (rdma_verbs_drain_bound: by then a dead peer's QP has failed its writes,
+ * and every later drain to a dead peer ends at once). */
 void rdma_verbs_drain(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
+    double by;
     uint64_t upto;
 
     if (!vc->adopted || vc->cm == RDMA_VERBS_CM_DEAD)
         return;
-    if (xp->drain_by == 0)
-        xp->drain_by = rdma_verbs_now() + rdma_verbs_drain_bound(xp->vp.timeout, xp->qp_timeout);
+    by = rdma_verbs_now() + rdma_verbs_drain_bound(xp->vp.timeout, xp->qp_timeout);
     if (!vc->last_frames && vc->unsig && rdma_verbs_credit_again(vc) != RDMA_OK)
         return;
     upto = vc->last_frames ? vc->frame_at : rdma_verbs_wr_posted(vc);
     while (vc->wr_done < upto && vc->cm != RDMA_VERBS_CM_DEAD)
-        if (rdma_verbs_cq_poll(xp) == 0 && rdma_verbs_now() > xp->drain_by)
+        if (rdma_verbs_cq_poll(xp) == 0 && rdma_verbs_now() > by)
             return;
 }
 

@@ -96,15 +96,16 @@ int rdma_verbs_fork_query(void)
 /* Bytes one connection pins from its start: ring, stage (RING_INIT_SIZE
  * each; they grow with its traffic, up to RING_SIZE, where memory allows)
  * and control page. */
-static size_t rdma_verbs_conn_pinned(const rdma_xport_params_t * prm)
+size_t rdma_verbs_conn_pinned(const rdma_xport_params_t * prm)
 {
     return 2 * prm->ring_size + (size_t) sysconf(_SC_PAGESIZE);
 }
 
-/* Under a cap (prm->own: pinned_max_bytes), every peer's connection memory and
- * the datagram slots are pinned for good and never evicted: user buffers
- * get the rest of the cap (*user; 0 when there is no cap).  No rest is an
- * error that names both values. */
+/* Under a cap (prm->own: pinned_max_bytes), every job peer's connection memory
+ * and the datagram slots are pinned for good and never evicted: user
+ * buffers get the rest of the cap (*user; 0 when there is no cap; a
+ * connection outside the job takes its share from it while it lives,
+ * rdma_verbs_conn_create).  No rest is an error that names both values. */
 int rdma_verbs_pinned_check(const rdma_xport_params_t * prm, size_t *user, char *err,
                             size_t errlen)
 {
@@ -229,7 +230,7 @@ int rdma_verbs_qp_timeout(double seconds)
     return t;
 }
 
-/* close()'s drain, for all connections together: two ACK timeouts (a lost
+/* close()'s drain, per connection: two ACK timeouts (a lost
  * last packet's retransmission fits), at least RDMA_VERBS_DRAIN_S, at most
  * the timeout. */
 double rdma_verbs_drain_bound(double seconds, int qp_timeout)
@@ -341,7 +342,7 @@ void rdma_verbs_dev_teardown(rdma_xport_t * xp)
     if (xp->ud)
         ibv_destroy_qp(xp->ud);
     while (xp->n_rej_ah > 0)
-        ibv_destroy_ah(xp->rej_ah[--xp->n_rej_ah]);
+        ibv_destroy_ah(xp->rej_ah[--xp->n_rej_ah].ah);
     rdma_verbs_mem_free(&xp->udm);
     if (xp->cm_cq)
         ibv_destroy_cq(xp->cm_cq);
