@@ -110,7 +110,7 @@ enum {
     RDMA_VERBS_READS_MAX = 16,  /* RDMA reads in flight per connection */
     RDMA_VERBS_READ_MAX = 1 << 20,      /* bytes per RDMA read */
     RDMA_VERBS_REG_WINDOW = 64 << 20,   /* receive registration window */
-    RDMA_VERBS_DRAIN_S = 2,     /* close(): all connections' last writes, at least */
+    RDMA_VERBS_DRAIN_S = 2,     /* close(): a connection's last writes, waited for at least */
     RDMA_VERBS_USER_SGE = 2 * RB_USER_SEGS + 1, /* write_user's gather list */
     RDMA_VERBS_RMA_OPS = 16,    /* one-sided operations in flight per connection */
     RDMA_VERBS_RMA_CHUNK = 1 << 30,     /* bytes per one-sided WR (under every
