@@ -49,8 +49,9 @@ typedef struct MPIDI_CH3I_VC {
     unsigned char on_ready_list;
     unsigned char terminating;  /* enum MPIDI_CH3I_term */
     unsigned char accepted;     /* made here for a connect-to-root: failing
-                                 * before CH3's accept takes it, it goes
-                                 * without an error (rdma_owner.c) */
+                                 * before an accept call matched it, it goes
+                                 * without an error (rdma_owner.c); after,
+                                 * it fails like a group's VC */
     int accept_tag;             /* a connect-to-root accepted here: its port
                                  * tag + 1 until READY, when it goes to CH3's
                                  * accept queue; 0: none */

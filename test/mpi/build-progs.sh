@@ -79,26 +79,33 @@ port_checks() {
 # connect, exchange 1 MiB both ways verified and disconnect, the fifth
 # misbehaves in the way BAD (a comma list) names next: die (killed DIE ms
 # after MPI_Init, while its request waits for the server's MPI_Comm_accept:
-# the server spends IDLE ms in other calls before each), forge (a forged
-# token), ring (ring settings unlike the server's: RING-ENV, default a
-# smaller MPIR_CVAR_CH3_RDMA_RING_SIZE).  The server sees no error and every
-# exchange verifies; its memory and fd counts, start and end, are in the
+# the server spends IDLE ms in other calls before each, and as long as the
+# client lives), forge (a forged token), ring (ring settings unlike the
+# server's: RING-ENV, default a smaller MPIR_CVAR_CH3_RDMA_RING_SIZE), old
+# (a client of another build: the MPICH prefix in SOAK_OLD_PREFIX, e.g.
+# one from before the wire version; the same program, its libmpi
+# swapped).  The server sees no error and every exchange verifies; its
+# memory (resident, malloc'd) and fd counts, start and end, are in the
 # diagnostics.
 port_soak() {
     local rounds=$1 label=$2 idle=$4 die=$5 pf=$W/soak sv=() cl=() bad
     local ring=${8:-MPIR_CVAR_CH3_RDMA_RING_SIZE=16384} server r k rc
     IFS=, read -r -a bad <<< "$3"
     [ -z "$6" ] || { sv=(-hosts "$6"); cl=(-hosts "$7"); }
-    rm -f "$pf"
-    timeout -k 5 $((60 + rounds * 60)) "$P/bin/mpiexec" "${sv[@]}" -n 1 "$W/mpi_port" soak "$pf" \
+    rm -f "$pf" "$pf.hold"
+    timeout -k 5 $((120 + rounds * 180)) "$P/bin/mpiexec" "${sv[@]}" -n 1 "$W/mpi_port" soak "$pf" \
         $((rounds * 4)) "$idle" > "$W/soak.out" 2>&1 &
     server=$!
     for ((r = 0; r < rounds; r++)); do
         for k in 0 1 2 3 4; do
             case $k${bad[r % ${#bad[@]}]} in
-            4die) timeout -k 5 60 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" die "$pf" "$die" ;;
+            4die) touch "$pf.hold"
+                timeout -k 5 60 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" die "$pf" "$die"
+                rm -f "$pf.hold" ;;
             4forge) timeout -k 5 60 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" forge "$pf" ;;
             4ring) timeout -k 5 60 env "$ring" "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" ;;
+            4old) timeout -k 5 120 env LD_LIBRARY_PATH="$SOAK_OLD_PREFIX/lib" \
+                "$SOAK_OLD_PREFIX/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" ;;
             *) timeout -k 5 120 "$P/bin/mpiexec" "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" ||
                 echo "# good client $r.$k failed" >> "$W/soak.out" ;;
             esac > /dev/null 2>&1

@@ -9,14 +9,16 @@
  *                            refused; prints one TAP line
  *   mpi_port soak FILE N MS  a port server that stays up: errors returned,
  *                            it accepts N clients that exchange (above),
- *                            each after MS ms of unrelated progress (where
- *                            misbehaving clients fail: killed, refused);
- *                            prints its resident memory and open fds at
- *                            the start and the end, and one TAP line: no
- *                            error, every exchange verified
+ *                            each after MS ms of unrelated progress (and
+ *                            while FILE.hold exists), where misbehaving
+ *                            clients fail (killed, refused);
+ *                            prints its resident and malloc'd memory and
+ *                            open fds at the start and the end, and one
+ *                            TAP line: no error, every exchange verified
  *   mpi_port die FILE MS     connect, killed (SIGALRM) MS ms after MPI_Init
  */
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +73,12 @@ static void forge(char *port)
     *t = *t == '0' ? '1' : '0';
 }
 
-/* Resident KiB and open fds of this process (Linux /proc). */
-static void usage_now(long *rss_kib, int *fds)
+/* Resident KiB, KiB allocated with malloc (glibc: what a leak would
+ * grow, not freed memory the allocator keeps) and open fds of this
+ * process (Linux /proc). */
+static void usage_now(long *rss_kib, long *heap_kib, int *fds)
 {
+    struct mallinfo2 mi = mallinfo2();
     char line[256];
     FILE *f = fopen("/proc/self/status", "r");
     DIR *d = opendir("/proc/self/fd");
@@ -90,15 +95,47 @@ static void usage_now(long *rss_kib, int *fds)
     if (d)
         closedir(d);
     *fds -= 2;      /* . and .. */
+    *heap_kib = (long) ((mi.uordblks + mi.hblkhd) / 1024);
 }
 
-/* Unrelated progress for ms milliseconds. */
-static int idle(int ms)
+/* With SOAK_MAPS set: resident KiB per kind of mapping (its path, or
+ * [anon]) from /proc/self/smaps, where a server's memory went. */
+static void maps_now(const char *when)
+{
+    char line[512], path[256] = "", names[64][64];
+    long kib, sum[64] = { 0 };
+    unsigned long lo, hi;
+    int n = 0, i;
+    FILE *f = getenv("SOAK_MAPS") ? fopen("/proc/self/smaps", "r") : NULL;
+
+    while (f && fgets(line, sizeof(line), f)) {
+        int got = sscanf(line, "%lx-%lx %*s %*s %*s %*s %255s", &lo, &hi, path);
+
+        if (got == 2)
+            snprintf(path, sizeof(path), "[anon]");
+        if (got >= 2 || sscanf(line, "Rss: %ld", &kib) != 1 || kib == 0)
+            continue;
+        for (i = 0; i < n && strncmp(names[i], path, 63); i++);
+        if (i == n && n < 64)
+            snprintf(names[n++], 64, "%s", path);
+        if (i < n)
+            sum[i] += kib;
+    }
+    for (i = 0; i < n; i++)
+        printf("# maps %s: %s %ld KiB\n", when, names[i], sum[i]);
+    if (f)
+        fclose(f);
+}
+
+/* Unrelated progress for ms milliseconds, and while the file hold exists
+ * (the launcher holds the server out of MPI_Comm_accept while a client it
+ * kills connects and dies). */
+static int idle(int ms, const char *hold)
 {
     double end = MPI_Wtime() + ms / 1e3;
     int flag, rc = MPI_SUCCESS;
 
-    while (rc == MPI_SUCCESS && MPI_Wtime() < end)
+    while (rc == MPI_SUCCESS && (MPI_Wtime() < end || access(hold, F_OK) == 0))
         rc = MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
     return rc;
 }
@@ -114,8 +151,8 @@ static void say_error(const char *what, int rc)
 
 static int soak(const char *file, int n, int ms)
 {
-    char port[MPI_MAX_PORT_NAME], tmp[4096];
-    long rss0, rss1, bad = 0;
+    char port[MPI_MAX_PORT_NAME], tmp[4096], hold[4096];
+    long rss0, rss1, heap0, heap1, bad = 0;
     int fds0, fds1, served = 0, rc, errors = 0;
     MPI_Comm inter;
     FILE *f;
@@ -124,15 +161,16 @@ static int soak(const char *file, int n, int ms)
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     MPI_Open_port(MPI_INFO_NULL, port);
     snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+    snprintf(hold, sizeof(hold), "%s.hold", file);
     f = fopen(tmp, "w");
     fprintf(f, "%s\n", port);
     fclose(f);
     rename(tmp, file);
-    usage_now(&rss0, &fds0);
-    printf("# start: %ld KiB resident, %d fds\n", rss0, fds0);
+    usage_now(&rss0, &heap0, &fds0);
+    printf("# start: %ld KiB resident, %ld KiB malloc'd, %d fds\n", rss0, heap0, fds0);
     fflush(stdout);
     while (served < n && errors < n) {
-        if ((rc = idle(ms)) != MPI_SUCCESS) {
+        if ((rc = idle(ms, hold)) != MPI_SUCCESS) {
             errors++;
             say_error("progress between clients", rc);
         }
@@ -149,13 +187,14 @@ static int soak(const char *file, int n, int ms)
             say_error("MPI_Comm_disconnect", rc);
         }
         if (++served == 1)      /* the first connection's lasting allocations */
-            usage_now(&rss0, &fds0);
+            usage_now(&rss0, &heap0, &fds0), maps_now("first");
         printf("# served %d\n", served);
         fflush(stdout);
     }
-    usage_now(&rss1, &fds1);
-    printf("# end: %ld KiB resident, %d fds (after the first client: %ld KiB, %d fds)\n",
-           rss1, fds1, rss0, fds0);
+    usage_now(&rss1, &heap1, &fds1);
+    maps_now("end");
+    printf("# end: %ld KiB resident, %ld KiB malloc'd, %d fds (after the first client: %ld "
+           "KiB, %ld KiB, %d fds)\n", rss1, heap1, fds1, rss0, heap0, fds0);
     MPI_Close_port(port);
     printf("%s - port server: %d clients served, %d errors, %ld exchanges bad\n",
            errors || bad ? "not ok" : "ok", served, errors, bad);

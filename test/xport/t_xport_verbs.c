@@ -31,7 +31,7 @@
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
 enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4, EXT_REJECTS = 5,
-    EXT_TWIN = 6
+    EXT_TWIN = 6, EXT_VERSION = 7
 };
 #define REJECTS 100             /* refusals in a row: more than RDMA_VERBS_REJ_AH */
 
@@ -130,20 +130,28 @@ static void rank_zcopy_take(node_t * nd)
     free(buf);
 }
 
-/* forge, rank 1: progress while rank 0's REQs (with a wrong auth) come
- * in and go unanswered; they must have been counted as dropped. */
-static void rank_forged(node_t * nd)
+/* Progress for secs s, then the statistics (the channel thread stopped:
+ * they read the CM's counters). */
+static void rank_stats_after(node_t * nd, double secs, char *stats, size_t len)
 {
-    double until = conform_now() + nd->sc->timeout + 1;
-    unsigned long long dropped = 0;
-    char stats[1024];
-    const char *d;
+    double until = conform_now() + secs;
 
     while (conform_now() < until)
         if (conform_progress(nd))
             exit(1);
-    rdma_thread_stop(&nd->thr);         /* stats reads the CM's counters */
-    rdma_xport_verbs.stats(nd->xp, stats, sizeof(stats));
+    rdma_thread_stop(&nd->thr);
+    rdma_xport_verbs.stats(nd->xp, stats, len);
+}
+
+/* forge, rank 1: progress while rank 0's REQs (with a wrong auth) come
+ * in and go unanswered; they must have been counted as dropped. */
+static void rank_forged(node_t * nd)
+{
+    unsigned long long dropped = 0;
+    char stats[2048];
+    const char *d;
+
+    rank_stats_after(nd, nd->sc->timeout + 1, stats, sizeof(stats));
     d = strstr(stats, "cm: ");
     if (d)
         sscanf(d, "cm: %llu", &dropped);
@@ -180,10 +188,9 @@ static void rank_rejected(node_t * nd)
     c->state = RDMA_CONN_IDLE;
 }
 
-/* twin, rank 0: once connected, send rank 1 a copy of our REQ as another
- * process would (its CM secret and CM QP differ; token and QPN collide,
- * as they may across hosts). */
-static void rank_twin_req(node_t * nd)
+/* Rank 0, connected: send rank 1 a REQ as another process would (its CM
+ * secret and CM QP differ from ours), with that version and token. */
+static void rank_send_req(node_t * nd, unsigned version, uint64_t token)
 {
     rdma_verbs_conn_t *vc = nd->conns[1].xc.priv;
     rdma_xport_t *xp = nd->xp;
@@ -194,14 +201,15 @@ static void rank_twin_req(node_t * nd)
         .wr_id = ~0ull }, *bad;
 
     if (!mr || !vc) {
-        conform_say(nd, "D twin: no registration or no connection");
+        conform_say(nd, "D no registration or no connection");
         exit(1);
     }
-    m.h = (rdma_verbs_head_t) {.magic = RDMA_VERBS_MAGIC, .version = RDMA_WIRE_VERSION,
+    m.h = (rdma_verbs_head_t) {.magic = RDMA_VERBS_MAGIC, .version = version,
         .type = RDMA_VERBS_MSG_REQ, .dyn = 1, .auth = vc->peer_auth, .src_auth = xp->auth ^ 1,
-        .token = vc->token, .udqpn = xp->ud->qp_num + 1, .qkey = xp->qkey,
+        .token = token, .udqpn = xp->ud->qp_num + 1, .qkey = xp->qkey,
         .lid = xp->pattr.lid, .pid = 1};
     memcpy(m.h.gid, xp->gid.raw, sizeof(m.h.gid));
+    snprintf(m.h.host, sizeof(m.h.host), "elsewhere");
     m.qpn = vc->qp->qp_num;
     m.ring_size = xp->prm.ring_size;
     m.chunk_size = xp->prm.chunk_size;
@@ -215,7 +223,39 @@ static void rank_twin_req(node_t * nd)
     if (ibv_post_send(xp->ud, &wr, &bad))
         exit(1);
     pthread_mutex_unlock(&xp->cm_lock);
+}
+
+/* twin, rank 0: a copy of our REQ from another process (token and QPN
+ * collide, as they may across hosts). */
+static void rank_twin_req(node_t * nd)
+{
+    rank_send_req(nd, RDMA_WIRE_VERSION, ((rdma_verbs_conn_t *) nd->conns[1].xc.priv)->token);
     conform_say(nd, "D rank 0: sent a REQ with our token and QPN from another process");
+}
+
+/* version, rank 0: a REQ of the next wire version, from another process. */
+static void rank_version_req(node_t * nd)
+{
+    rank_send_req(nd, RDMA_WIRE_VERSION + 1,
+                  ((rdma_verbs_conn_t *) nd->conns[1].xc.priv)->token + 1);
+    conform_say(nd, "D rank 0: sent a REQ of wire version %u", RDMA_WIRE_VERSION + 1);
+}
+
+/* version, rank 1: the REQ of another version is refused (counted, the
+ * reason names both versions and the sender's host) without asking the
+ * owner; the job's connection is untouched (its close follows). */
+static void rank_version_seen(node_t * nd)
+{
+    char stats[2048], want[64];
+    const char *why;
+
+    rank_stats_after(nd, 3, stats, sizeof(stats));
+    why = strstr(stats, "requests refused");
+    snprintf(want, sizeof(want), "on elsewhere runs ch3:rdma wire version %u",
+             RDMA_WIRE_VERSION + 1);
+    conform_say(nd, "D rank 1: %s; the owner was asked %d times", why ? why : "?", nd->accepts);
+    if (!why || !strstr(why, want) || nd->accepts != 1 || nd->conns[0].xc.state != RDMA_CONN_READY)
+        exit(1);
 }
 
 /* twin, rank 1: progress while the twin REQ comes in: it is a new request
@@ -289,6 +329,8 @@ static void verbs_hook(node_t * nd, int phase)
         rank_rejected(nd);
     if (nd->sc->ext == EXT_TWIN && phase == CONFORM_DATA)
         nd->rank == 0 ? rank_twin_req(nd) : rank_twin_seen(nd);
+    if (nd->sc->ext == EXT_VERSION && phase == CONFORM_DATA)
+        nd->rank == 0 ? rank_version_req(nd) : rank_version_seen(nd);
     if (nd->sc->ext == EXT_QUEUES && phase == CONFORM_DATA)
         rank_queues_check(nd);
     if (nd->sc->ext == EXT_WINDOW && phase == CONFORM_DATA)
@@ -381,6 +423,9 @@ static const conform_case_t verbs_cases[] = {
     {"twin", "2 jobs: a REQ with a connection's token and QPN from another process is a new "
      "request, not a repeat (tokens and QPNs repeat across hosts)",
      {.dynamic = 1, .ext = EXT_TWIN}, NULL},
+    {"version", "2 jobs: a REQ of another wire version gets a REJ naming both versions "
+     "and its host; the job's connection goes on",
+     {.dynamic = 1, .ext = EXT_VERSION}, NULL},
     {"dyn-cap", "2 jobs, the acceptor's pinned cap (128 KiB) has no room for a connection "
      "outside the job: it refuses with the reason, which the connector reports",
      {.dynamic = 1, .pinned_max = 128 * 1024, .pinned_rank = 1, .ext_fails = 1},

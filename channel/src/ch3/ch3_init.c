@@ -87,7 +87,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
     MPIR_ERR_CHKANDJUMP(vc->ch.pkt == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
     MPIDI_CH3I_link(vc)->xc.state = RDMA_CONN_IDLE;
     MPIDI_CH3I_link(vc)->xc.owner = vc;
-    MPIDI_CH3I_link(vc)->fail_reads = MPIDI_CH3I_RDMA_vc_of_group(vc);
+    MPIDI_CH3I_link(vc)->fail_reads = vc->pg != NULL;      /* rdma_owner.c: and accepted VCs */
     MPIDI_CH3I_Owed_init(vc, NULL);
   fn_exit:
     return mpi_errno;

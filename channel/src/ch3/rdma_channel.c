@@ -117,7 +117,7 @@ int MPIDI_CH3I_RDMA_finalize(void)
  * ready list) waits for the read that finds none left (drained). */
 static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
-    int grp = MPIDI_CH3I_RDMA_vc_of_group(vc);
+    int grp = MPIDI_CH3I_RDMA_vc_fails(vc);
     int mpi_errno = rdma_mpi_errno(st, grp ? RDMA_AT_VC : RDMA_AT_RUN);
 
     if (st == RDMA_ERR_PEER && grp && (drained || !vc->ch.on_ready_list

@@ -117,14 +117,18 @@ extern const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner;
 void MPIDI_CH3I_RDMA_hello_init(MPIDI_PG_t * pg, int pg_rank);
 void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc);
 
-/* A VC of a process group, ours or one connected to it (spawned,
- * connected): a failure of its link fails it (ch3_fail.c).  CH3's
- * temporary connect-to-root VCs have none: CH3 waits on them through its
- * own requests and cannot fail them, so a failure there is the error of
- * the MPI call that sees it. */
-static inline int MPIDI_CH3I_RDMA_vc_of_group(const MPIDI_VC_t * vc)
+/* A failure of vc's link fails vc (ch3_fail.c: its requests complete with
+ * the error): a VC of a process group, ours or one connected to it
+ * (spawned, connected), or a connect-to-root accepted here once an accept
+ * call matched it and until it closes (MPIC_Sendrecv makes an error out of
+ * its wait fatal, whatever the server's error handler).  Other temporary
+ * connect-to-root VCs: CH3 waits on them through its own requests and
+ * cannot fail them, so a failure there is the error of the MPI call that
+ * sees it (a close waits for INACTIVE, which a failed VC never becomes). */
+static inline int MPIDI_CH3I_RDMA_vc_fails(const MPIDI_VC_t * vc)
 {
-    return vc->pg != NULL;
+    return vc->pg != NULL || (vc->ch.accepted && vc->state == MPIDI_VC_STATE_ACTIVE
+                              && !vc->connreq_obj);     /* matched: ch3-port-forget.patch */
 }
 
 /* The spin budget of blocking waits (rdma_block.c): cpus_publish puts this
@@ -142,7 +146,7 @@ void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_busy(MPIDI_VC_t * vc);
 int MPIDI_CH3I_RDMA_block(int (*poll) (int *), int *progressed, unsigned long over);
 void MPIDI_CH3I_RDMA_vc_destroy(MPIDI_VC_t * vc);
-int MPIDI_CH3I_Acceptq_forget(MPIDI_VC_t * vc);        /* ch3-port-forget.patch */
+int MPIDI_CH3I_Acceptq_forget(MPIDI_VC_t * vc);        /* ch3-port-forget.patch: 0, 1, 2 */
 extern struct MPIDI_VC *MPIDI_CH3I_ready_vcs;  /* READY VCs, polled by progress */
 extern int MPIDI_CH3I_poll_spins;      /* idle polls before blocking */
 

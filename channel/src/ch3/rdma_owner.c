@@ -121,8 +121,10 @@ static rdma_link_t *rdma_owner_accept_root(int tag)
     if (!vc)
         return NULL;
     MPIDI_VC_Init(vc, NULL, 0);
+    vc->connreq_obj = NULL;     /* MPIDI_VC_Init leaves it */
     vc->ch.accept_tag = tag + 1;
     vc->ch.accepted = 1;
+    MPIDI_CH3I_link(vc)->fail_reads = 1;        /* fails once matched */
     if (vc->ch.pkt
         && rdma_chan_dyn_add(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), NULL, NULL) == RDMA_OK)
         return MPIDI_CH3I_link(vc);
@@ -233,32 +235,44 @@ int MPIDI_CH3_Connect_to_root(const char *port_name, MPIDI_VC_t ** new_vc)
 }
 
 /* A connection from outside the job, accepted here, failed before an
- * MPI_Comm_accept took it (not READY yet, or in CH3's accept queue: the
- * patch ch3-port-forget.patch): it costs the server nothing, its
- * connector has the diagnosis.  The VC goes (its link with it). */
-static rdma_status_t rdma_owner_forget(MPIDI_VC_t * vc, const char *why)
+ * MPI_Comm_accept matched it (channel/patches/ch3-port-forget.patch): it
+ * costs the server nothing, its connector has the diagnosis.  Not READY
+ * yet, or in CH3's accept queue (queued 1): the VC goes (its link with it).
+ * Answered by an accept call waiting for the client's reply (queued 2):
+ * the VC is made INACTIVE, its sends fail, and that call frees it. */
+static rdma_status_t rdma_owner_forget(MPIDI_VC_t * vc, int queued, const char *why)
 {
     if (MPIDI_CH3I_chan.cfg.verbose)
         fprintf(stderr, "[ch3:rdma] a connection from outside the job failed before it was "
                 "accepted: %s\n", why);
+    if (queued == 2) {
+        MPIDI_CH3I_RDMA_close(vc);
+        MPIDI_CH3I_Sendq_fail(vc, MPIDI_CH3I_RDMA_peer_errno(why));
+        MPIDI_CHANGE_VC_STATE(vc, INACTIVE);
+        return RDMA_OK;
+    }
     MPIDI_CH3_VC_Destroy(vc);
     MPL_free(vc);
     return RDMA_OK;
 }
 
 /* A failed connection fails its VC (ch3_fail.c; not after its close
- * handshake): at once, or if it was READY once its frames are read
- * (rdma_channel.c: rdma_vc_errno).  Of a temporary VC it is the MPI
- * call's error while CH3 uses the VC; one accepted here that no accept
- * call took yet is forgotten. */
+ * handshake; MPIDI_CH3I_RDMA_vc_fails): at once, or if it was READY once
+ * its frames are read (rdma_channel.c: rdma_vc_errno).  One accepted here
+ * that no accept call matched yet is forgotten; of another temporary VC
+ * it is the MPI call's error while CH3 uses the VC. */
 static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
+    int queued;
 
     (void) arg;
-    if (vc->ch.accepted && (vc->ch.accept_tag || MPIDI_CH3I_Acceptq_forget(vc)))
-        return rdma_owner_forget(vc, l->xc.why);
-    if (!MPIDI_CH3I_RDMA_vc_of_group(vc))
+    if (vc->ch.accepted && !vc->ch.accept_tag && vc->state == MPIDI_VC_STATE_INACTIVE)
+        return RDMA_OK;         /* forgotten (queued 2), the accept call frees it */
+    queued = vc->ch.accepted ? (vc->ch.accept_tag ? 1 : MPIDI_CH3I_Acceptq_forget(vc)) : 0;
+    if (queued)
+        return rdma_owner_forget(vc, queued, l->xc.why);
+    if (!MPIDI_CH3I_RDMA_vc_fails(vc))
         return vc->state != MPIDI_VC_STATE_ACTIVE && vc->state != MPIDI_VC_STATE_INACTIVE
             ? RDMA_OK : rdma_say(MPIDI_CH3I_chan.msg, sizeof(MPIDI_CH3I_chan.msg), RDMA_ERR_PEER,
                                  "%s", l->xc.why);
