@@ -91,6 +91,9 @@ port_soak() {
     local rounds=$1 label=$2 idle=$4 die=$5 pf=$W/soak sv=() cl=() bad
     local ring=${8:-MPIR_CVAR_CH3_RDMA_RING_SIZE=16384} server r k rc
     IFS=, read -r -a bad <<< "$3"
+    [[ ",$3," != *,old,* || ( -n $SOAK_OLD_PREFIX && -x $SOAK_OLD_PREFIX/bin/mpiexec ) ]] || {
+        ok 1 "$label: 'old' clients need SOAK_OLD_PREFIX, an MPICH prefix (got '$SOAK_OLD_PREFIX')"
+        return; }
     [ -z "$6" ] || { sv=(-hosts "$6"); cl=(-hosts "$7"); }
     rm -f "$pf" "$pf.hold"
     timeout -k 5 $((120 + rounds * 180)) "$P/bin/mpiexec" "${sv[@]}" -n 1 "$W/mpi_port" soak "$pf" \

@@ -248,7 +248,7 @@ expect_output 0 '^ok 4 ' "spawn, verbs forced on one node: 4 MiB between the gro
 spawn_fault_checks "verbs forced" "[0-9]+" $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4
 port_checks node1 node0
 # Over verbs a client killed while queued is noticed only when the accept
-# writes to it (before 2026-12-02 that MPI_Comm_accept then failed, fatally)
+# writes to it (before 2026-12-02 that MPI_Comm_accept then failed)
 port_soak 3 verbs die,forge,ring 2000 5000 node1 node0 MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=32768
 expect_output 1 'ulimit -l' "low memlock limit gives a one-line diagnosis" -- \
     bash -c 'ulimit -l 64; exec env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs '"$P/bin/mpiexec"' -n 2 '"$W/cpi"
