@@ -203,14 +203,19 @@ prepare_rdma_tree() {
 }
 
 # Hash of what an installed prefix is built from: the configure arguments
-# and, for ch3:rdma, the channel's files.
+# and, for ch3:rdma, the channel's files as synced into TREE (not the
+# repository's: a file edited during a build must not be stamped as built).
 build_hash() {
-    { echo "$1"; [ "$dev" != rdma ] || (cd "$top" && channel_files | xargs cat); } | hash_of
+    local args=$1 tree=$2 f
+    { echo "$args"
+      [ "$dev" != rdma ] || (cd "$top" && channel_files) | while read -r f; do
+          cat "$tree/src/mpid/ch3/channels/rdma/$(dest_of "$f")"; done
+    } | hash_of
 }
 
 build_tree() {
     local tree=$1 root=$2 args=$3 h
-    h=$(build_hash "$args")
+    h=$(build_hash "$args" "$tree")
     # Nothing changed since the last install: leave the prefix alone (a
     # reinstall rewrites lib/ under programs that are using it).
     if [ -f "$root/build/.configured" ] && [ -x "$root/prefix/bin/mpichversion" ] &&

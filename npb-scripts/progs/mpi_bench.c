@@ -1,7 +1,8 @@
 /* mpi_bench.c -- point-to-point micro-benchmarks between two MPI ranks.
  *
  *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
- *       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]
+ *       [--reps R] [--window W]
+ *       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]
  *       [--spectrum N] [--first-touch] [--iters N] [--warmup N]
  *
  * Tests (rank 0 <-> rank 1):
@@ -13,6 +14,11 @@
  *            on its own pages, buffer i used i times (round k uses buffers
  *            k..N); N = --spectrum (100), fewer where one pass would move
  *            more than 1 GiB.  Only on request; ignores --first-touch.
+ *   memcpy   rank 0 copies SIZE bytes between its two buffers (one core's
+ *            copy, what a one-way message of SIZE is compared to)
+ *   copylimit latency and memcpy at each size, one after the other, then
+ *            a comment "# copylimit SIZE: ..." with the message's one-way
+ *            bandwidth (SIZE / half a round trip) over memcpy's
  * Each measurement runs warm-up iterations (not timed) then iterations
  * scaled with the size; it is repeated R times and the median is printed.
  * --iters and --warmup fix both counts instead (e.g. --tests latency
@@ -127,6 +133,16 @@ static void k_msgrate(char *s, char *r, size_t n, int w)
     ack(1);
 }
 
+/* One core's copy (rank 0; rank 1 waits in the next barrier). */
+static void k_memcpy(char *s, char *r, size_t n, int w)
+{
+    (void)w;
+    if (rank == 0) {
+        memcpy(r, s, n);
+        __asm__ volatile("" : : "r"(r) : "memory");     /* keep the copy */
+    }
+}
+
 /* The spectrum's buffers: pool[2i] to send, pool[2i+1] to receive. */
 static char **pool;
 static int pool_n;
@@ -173,8 +189,11 @@ static const struct test tests[] = {
     {"bibw", k_bibw, 1, 2},
     {"msgrate", k_msgrate, 1, 1},
     {"spectrum", k_spectrum, 0, 2},
+    {"memcpy", k_memcpy, 0, 1},
+    {"copylimit", NULL, 0, 0},  /* latency, then memcpy: see main */
 };
 #define NTESTS (int)(sizeof tests / sizeof *tests)
+enum { T_LATENCY = 0, T_SPECTRUM = 4, T_MEMCPY = 5, T_COPYLIMIT = 6 };
 
 /* Parse "64M", "1KiB", "4096": binary suffixes K, M, G. */
 static size_t parse_size(const char *s)
@@ -214,7 +233,8 @@ static unsigned parse_tests(const char *list)
         while (i < NTESTS && (strlen(tests[i].name) != len || strncmp(p, tests[i].name, len)))
             i++;
         if (i == NTESTS)
-            die_all("--tests: a comma-separated list of latency, bw, bibw, msgrate, spectrum");
+            die_all("--tests: a comma-separated list of latency, bw, bibw, msgrate, spectrum, "
+                    "memcpy, copylimit");
         mask |= 1U << i;
         p += len;
     }
@@ -225,7 +245,8 @@ static void usage(int status)
 {
     if (rank == 0)
         fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
-              "       [--reps R] [--window W] [--tests latency,bw,bibw,msgrate,spectrum]\n"
+              "       [--reps R] [--window W]\n"
+              "       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]\n"
               "       [--spectrum N] [--first-touch] [--iters N] [--warmup N]\n",
               status ? stderr : stdout);
     MPI_Finalize();
@@ -323,7 +344,8 @@ static double one_rep(const struct test *t, size_t n, int w, int warm, int iters
     return total / iters;
 }
 
-static void measure(const struct test *t, size_t n, double *times)
+/* Prints t's row for size n; returns the median time per message (rank 0). */
+static double measure(const struct test *t, size_t n, double *times)
 {
     int w = 1;
     if (t->windowed) {
@@ -350,14 +372,27 @@ static void measure(const struct test *t, size_t n, double *times)
     free(s);
     free(r);
     spectrum_free();
-    if (rank == 0) {
-        qsort(times, opt.reps, sizeof *times, cmp_double);
-        double med = opt.reps % 2 ? times[opt.reps / 2]
-                                  : (times[opt.reps / 2 - 1] + times[opt.reps / 2]) / 2;
-        double per_msg = med / msgs;
-        printf("%-8s %10zu %12.3f %12.2f\n", t->name, n, per_msg * 1e6, n / per_msg / 1e6);
-        fflush(stdout);
-    }
+    if (rank != 0)
+        return 0;
+    qsort(times, opt.reps, sizeof *times, cmp_double);
+    double med = opt.reps % 2 ? times[opt.reps / 2]
+                              : (times[opt.reps / 2 - 1] + times[opt.reps / 2]) / 2;
+    double per_msg = med / msgs;
+    printf("%-8s %10zu %12.3f %12.2f\n", t->name, n, per_msg * 1e6, n / per_msg / 1e6);
+    fflush(stdout);
+    return per_msg;
+}
+
+/* The copy limit at size n: a one-way message against one core's memcpy,
+ * measured back to back. */
+static void copylimit(size_t n, double *times)
+{
+    double msg = measure(&tests[T_LATENCY], n, times);
+    double cpy = measure(&tests[T_MEMCPY], n, times);
+
+    if (rank == 0)
+        printf("# copylimit %zu: one-way %.0f MB/s, memcpy %.0f MB/s, ratio %.2f\n", n,
+               n / msg / 1e6, n / cpy / 1e6, cpy / msg);
 }
 
 static void print_header(void)
@@ -371,10 +406,10 @@ static void print_header(void)
     printf("# mpi_bench: reps %d (median), window %d (at most %lu MiB per window), "
            "steps %s, buffers %s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
            opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused");
-    if (opt.tests & 1U << (NTESTS - 1))
+    if (opt.tests & 1U << T_SPECTRUM)
         printf("# spectrum: up to %d buffers on separate pages, buffer i used i times\n",
                opt.spectrum);
-    printf("# median_us: time per message (latency: half a round trip); "
+    printf("# median_us: time per message (latency: half a round trip; memcpy: one copy); "
            "median_MBps: bytes moved per second, MB = 10^6 B\n");
     printf("# test size_bytes median_us median_MBps\n");
 }
@@ -402,7 +437,10 @@ int main(int argc, char **argv)
         if (!(opt.tests & 1U << i))
             continue;
         for (size_t n = opt.min; n <= opt.max; n = next_size(n))
-            measure(&tests[i], n, times);
+            if (i == T_COPYLIMIT)
+                copylimit(n, times);
+            else
+                measure(&tests[i], n, times);
     }
     free(reqs);
     free(stats);

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
-# reused and first-touch buffers, 5% steps; bad options fail.  mpi_rma_bench:
-# a row per op, test, flavour, sync and size; a bad option fails.  ring_walk
-# (no MPI): one row per window, a bad window named.
+# reused and first-touch buffers, 5% steps, the copy limit; bad options
+# fail.  mpi_rma_bench: a row per op, test, flavour, sync and size; a bad
+# option fails.  ring_walk (no MPI): one row per window, a bad window
+# named.
 . "$(dirname "$0")/../lib.sh"
-plan 11
+plan 12
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
     { echo "Bail out! cannot compile mpi_bench"; exit 1; }
-row='^(latency|bw|bibw|msgrate|spectrum) +[0-9]+ +[0-9.]+ +[0-9.]+$'
+row='^(latency|bw|bibw|msgrate|spectrum|memcpy) +[0-9]+ +[0-9.]+ +[0-9.]+$'
 run=("$P/bin/mpiexec" -n 2 "$W/mpi_bench" --reps 1)
 # all four tests, 1 B .. 4 MiB: 23 sizes each
 n=$(timeout 600 "${run[@]}" --max 4M | grep -Ec "$row")
@@ -20,6 +21,10 @@ expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 10
 n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
+# copylimit: per size a latency row, a memcpy row and the ratio's comment
+out=$(timeout 300 "${run[@]}" --tests copylimit --min 256K --max 1M)
+n=$(grep -Ec "$row" <<< "$out") c=$(grep -Ec '^# copylimit [0-9]+: one-way [0-9]+ MB/s, memcpy [1-9][0-9]* MB/s, ratio [0-9.]+$' <<< "$out")
+[ "$n" = 6 ] && [ "$c" = 3 ]; ok $? "copylimit, 256 KiB to 1 MiB: 3 latency and memcpy rows, 3 ratios (got $n rows, $c ratios)"
 # mpi_rma_bench: 5 ops x 2 flavours x 4 syncs; put, get, acc: lat and bw at
 # 4 and 8 B, fop and cas: lat at 8 B: (3 x 2 x 2 + 2) x 8 = 112 rows
 "$P/bin/mpicc" -O2 -o "$W/mpi_rma_bench" "$TOP/npb-scripts/progs/mpi_rma_bench.c" ||

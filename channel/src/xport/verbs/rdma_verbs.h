@@ -211,6 +211,8 @@ typedef struct rdma_verbs_rc {
     rdma_xport_t *xp;
     rcache_t *rc;
     int access;
+    const char *fallback;       /* what a refused registration falls back to */
+    int said;                   /* [main] the limit's notice was printed */
 } rdma_verbs_rc_t;
 
 typedef struct rdma_verbs_conn {
@@ -351,7 +353,7 @@ struct rdma_xport {
     int rh_on;                  /* [fixed] the registration helper runs */
     rhelper_t rh;               /* its own rules (rhelper.h): notes from main,
                                  * the rest on the thread, rc_lock in its ops */
-    int memev_on, said_reg, said_memev; /* [main] */
+    int memev_on, said_memev;   /* [main] */
     int eager_uses;             /* [fixed] register eager buffers after this
                                  * many uses; -1: eager_cost decides; 0: never */
     freq_cost_t eager_cost;     /* [fixed] measured at open (eager_uses -1) */

@@ -141,10 +141,10 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     cfg.cache = xp->memev_on;
     xp->rh_on = xp->vp.reg_helper && cfg.cache;
     rh_init(&xp->rh, &rdma_verbs_rh_ops, xp);
-    xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ };
-    xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE };
+    xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ, "using the copy path" };
+    xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE, "using the copy path" };
     xp->rc_win = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
-        | IBV_ACCESS_REMOTE_READ };
+        | IBV_ACCESS_REMOTE_READ, "one-sided operations on this window go as messages" };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc)
         || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc)
         || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_win, &xp->rc_win.rc)) {
@@ -191,12 +191,13 @@ rdma_status_t rdma_verbs_rc_get(rdma_verbs_rc_t * vr, const void *addr, size_t l
              addr, strerror(e), e == ENOMEM || e == EAGAIN ?
              " (memlock or NIC limit: raise ulimit -l or lower "
              "MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB)" : "");
-    /* limits deserve a notice; memory that cannot be registered at all
-     * (e.g. read-only) just takes the copy path (VERBOSE counts it) */
+    /* limits deserve a notice, once per cache; memory that cannot be
+     * registered at all (e.g. read-only) just takes the fallback (VERBOSE
+     * counts it) */
     if (e != ENOMEM && e != EAGAIN)
         return RDMA_ERR_REG;
-    if (!xp->said_reg++)
-        fprintf(stderr, "[ch3:rdma] rank %d: %s; using the copy path\n", xp->prm.rank, xp->err);
+    if (!vr->said++)
+        fprintf(stderr, "[ch3:rdma] rank %d: %s; %s\n", xp->prm.rank, xp->err, vr->fallback);
     return RDMA_ERR_NOMEM;
 }
 
