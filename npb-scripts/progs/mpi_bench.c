@@ -193,7 +193,7 @@ static const struct test tests[] = {
     {"copylimit", NULL, 0, 0},  /* latency, then memcpy: see main */
 };
 #define NTESTS (int)(sizeof tests / sizeof *tests)
-enum { T_LATENCY = 0, T_SPECTRUM = 4, T_MEMCPY = 5, T_COPYLIMIT = 6 };
+enum { T_LATENCY = 0, T_SPECTRUM = 4, T_MEMCPY = 5, T_COPYLIMIT = 6 };   /* tests[] rows */
 
 /* Parse "64M", "1KiB", "4096": binary suffixes K, M, G. */
 static size_t parse_size(const char *s)
