@@ -141,10 +141,13 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     cfg.cache = xp->memev_on;
     xp->rh_on = xp->vp.reg_helper && cfg.cache;
     rh_init(&xp->rh, &rdma_verbs_rh_ops, xp);
-    xp->rc_src = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_REMOTE_READ, "using the copy path" };
-    xp->rc_dst = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE, "using the copy path" };
-    xp->rc_win = (rdma_verbs_rc_t) { xp, NULL, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
-        | IBV_ACCESS_REMOTE_READ, "one-sided operations on this window go as messages" };
+    xp->rc_src = (rdma_verbs_rc_t) { .xp = xp, .access = IBV_ACCESS_REMOTE_READ,
+        .fallback = "using the copy path" };
+    xp->rc_dst = (rdma_verbs_rc_t) { .xp = xp, .access = IBV_ACCESS_LOCAL_WRITE,
+        .fallback = "using the copy path" };
+    xp->rc_win = (rdma_verbs_rc_t) { .xp = xp, .access = IBV_ACCESS_LOCAL_WRITE
+        | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+        .fallback = "one-sided operations on this window go as messages" };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc)
         || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc)
         || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_win, &xp->rc_win.rc)) {
