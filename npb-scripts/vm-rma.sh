@@ -13,9 +13,12 @@
 #   round trip for writes; a flushed put needs the whole one), get latency
 #   against ib_read_lat's (a full round trip), bandwidth at the largest
 #   size against ib_write_bw / ib_read_bw (MB = 10^6 B).
+# --modes may add "nobounce": direct with MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=0
+# (every local buffer through the registration cache); --bw-size 0 leaves
+# out bandwidth.
 #
 #   vm-rma.sh [--out DIR] [--lat-sizes "8 4096"] [--bw-size 4194304] [--reps R]
-#             [--pairs N] [--peers]
+#             [--pairs N] [--peers] [--modes "direct am"]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.
 set -euo pipefail
@@ -31,8 +34,8 @@ rma_bench() {
         "$@" --ops put,get --flavors allocate --syncs flush --tests lat --min "$s" --max "$s" \
             --reps "$REPS" >> "$f"
     done
-    "$@" --ops put,get --flavors allocate --syncs flush --tests bw --min "$BW_SIZE" \
-        --max "$BW_SIZE" --reps "$REPS" >> "$f"
+    [ "$BW_SIZE" = 0 ] || "$@" --ops put,get --flavors allocate --syncs flush --tests bw \
+        --min "$BW_SIZE" --max "$BW_SIZE" --reps "$REPS" >> "$f"
 }
 
 # Inside the VM: pair k's measurements into OUT/<what>.k.txt.
@@ -43,15 +46,19 @@ guest() {
             perftest ib_write_lat "$s" 1000 "$OUT/ib_write_lat.$s.$k.txt"
             perftest ib_read_lat "$s" 1000 "$OUT/ib_read_lat.$s.$k.txt"
         done
-        perftest ib_write_bw "$BW_SIZE" 200 "$OUT/ib_write_bw.$k.txt"
-        perftest ib_read_bw "$BW_SIZE" 200 "$OUT/ib_read_bw.$k.txt"
-        order="direct am${PEERS:+ ompi}"
+        if [ "$BW_SIZE" != 0 ]; then
+            perftest ib_write_bw "$BW_SIZE" 200 "$OUT/ib_write_bw.$k.txt"
+            perftest ib_read_bw "$BW_SIZE" 200 "$OUT/ib_read_bw.$k.txt"
+        fi
+        order="$MODES${PEERS:+ ompi}"
         ((k % 2)) || order=$(tr ' ' '\n' <<< "$order" | tac | tr '\n' ' ')
         for m in $order; do
             log "pair $k: $m"
             case $m in
-                direct | am) rma_bench "$OUT/$m.$k.txt" env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs \
-                    MPIR_CVAR_CH3_RDMA_RMA_DIRECT=$([ "$m" = direct ] && echo 1 || echo 0) \
+                direct | am | nobounce) rma_bench "$OUT/$m.$k.txt" env \
+                    MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs \
+                    MPIR_CVAR_CH3_RDMA_RMA_DIRECT="$([ "$m" = am ] && echo 0 || echo 1)" \
+                    MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX="$([ "$m" = nobounce ] && echo 0 || echo 8192)" \
                     "$p/bin/mpiexec" -n 2 "$OUT/mpi_rma_bench.rdma" ;;
                 ompi) rma_bench "$OUT/ompi.$k.txt" env "${UCX_RXE[@]}" \
                     OMPI_MCA_orte_tmpdir_base=/dev/shm OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx \
@@ -98,41 +105,52 @@ vs() {
     done | summary
 }
 
+# against MODE WHAT: direct's latencies and bandwidths over MODE's, if it ran.
+against() {
+    local s op
+    [[ " $MODES${PEERS:+ ompi} " = *" $1 "* ]] || return 0
+    echo "# direct against $2 (latency < 1: less time; bandwidth > 1: more MB/s)"
+    for s in $LAT_SIZES; do
+        for op in put get; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-allocate-flush" "$s" 3)"; done
+    done
+    [ "$BW_SIZE" = 0 ] && return 0
+    for op in put get; do echo "$op bandwidth: $(vs direct "$1" "$op-bw-allocate-flush" "$BW_SIZE" 4)"; done
+}
+
 report() {
     local s m op
     echo "# ch3:rdma one-sided over verbs (Soft-RoCE, TCG), $PAIRS pairs in one boot; medians of per-pair ratios (range)"
     echo "# latency: put vs 2 x ib_write_lat t_avg (target <= 1.25), get vs ib_read_lat t_avg (target <= 1.15)"
     for s in $LAT_SIZES; do
         for op in put get; do
-            for m in direct am; do
+            for m in $MODES; do
                 echo "$op latency $s B, $m: $(ratios "$m" "$op" "$s")"
             done
         done
     done
-    echo "# bandwidth $BW_SIZE B: vs ib_write_bw / ib_read_bw (target >= 0.95)"
-    for op in put get; do
-        for m in direct am; do
-            echo "$op bandwidth, $m: $(ratios "$m" "$op" bw)"
+    if [ "$BW_SIZE" != 0 ]; then
+        echo "# bandwidth $BW_SIZE B: vs ib_write_bw / ib_read_bw (target >= 0.95)"
+        for op in put get; do
+            for m in $MODES; do
+                echo "$op bandwidth, $m: $(ratios "$m" "$op" bw)"
+            done
         done
-    done
-    echo "# direct against active messages (latency < 1: less time; bandwidth > 1: more MB/s)"
-    for s in $LAT_SIZES; do
-        for op in put get; do echo "$op latency $s B: $(vs direct am "$op-lat-allocate-flush" "$s" 3)"; done
-    done
-    for op in put get; do echo "$op bandwidth: $(vs direct am "$op-bw-allocate-flush" "$BW_SIZE" 4)"; done
-    [ -n "$PEERS" ] || return 0
-    echo "# direct against Open MPI over UCX (osc ucx)"
-    for s in $LAT_SIZES; do
-        for op in put get; do echo "$op latency $s B: $(vs direct ompi "$op-lat-allocate-flush" "$s" 3)"; done
-    done
-    for op in put get; do echo "$op bandwidth: $(vs direct ompi "$op-bw-allocate-flush" "$BW_SIZE" 4)"; done
+    fi
+    against am "active messages"
+    against nobounce "direct without bounce buffers (RMA_BCOPY_MAX=0)"
+    against ompi "Open MPI over UCX (osc ucx)"
 }
 
 main() {
-    local p
+    local p m
     LAT_SIZES="8 4096" BW_SIZE=4194304 REPS=3 PAIRS=3 OUT="" HELP="" GUEST="" PEERS=""
-    parse_options "out lat-sizes bw-size reps pairs guest" "help peers" "$@"
+    MODES="direct am"
+    parse_options "out lat-sizes bw-size reps pairs guest modes" "help peers" "$@"
     [ -z "$HELP" ] || usage
+    for m in $MODES; do
+        [[ $m =~ ^(direct|am|nobounce)$ ]] || die "--modes: $m? allowed direct, am, nobounce"
+    done
+    [[ " $MODES " = *" direct "* ]] || die "--modes $MODES: direct is required (the figures are its)"
     if [ -n "$GUEST" ]; then
         IFS=, read -r p OMPI <<< "$GUEST"
         guest "$p"
@@ -151,7 +169,7 @@ main() {
     log "booting the Soft-RoCE VM; results in $OUT"
     "$TOP/test/softroce/run-vm" --timeout 5400 --rw "$OUT" -- "$0" --guest "$p,$OMPI" --out "$OUT" \
         --lat-sizes "$LAT_SIZES" --bw-size "$BW_SIZE" --reps "$REPS" --pairs "$PAIRS" \
-        ${PEERS:+--peers}
+        --modes "$MODES" ${PEERS:+--peers}
     report | tee "$OUT/compare.txt"
 }
 

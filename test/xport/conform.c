@@ -146,7 +146,7 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     memset(prm, 0, sizeof(*prm));
     conform_vp = (rdma_verbs_params_t) {.device = conform_t->device, .gid_index = -1,
         .inline_size = sc->inline_size, .force_completion = sc->force_completion,
-        .timeout = sc->timeout, .pinned_max_bytes = !sc->pinned_rank
+        .timeout = sc->timeout, .rma_bcopy_max = sc->bcopy, .pinned_max_bytes = !sc->pinned_rank
         || (nd && nd->rank == sc->pinned_rank) ? sc->pinned_max : 0 };
     prm->own = &conform_vp;
     prm->rank = nd ? nd->rank : 0;
@@ -863,8 +863,10 @@ const conform_case_t conform_cases[] = {
     {"rma", "2 ranks: one-sided puts (8 B inline, 4 KiB, the rest of 256 KiB) and gets into "
      "each other's exposed window at once, read back, and seen by the owner's CPU",
      {.rma = 1}, NULL},
-    {"rma", "3 ranks: one-sided puts and gets between all pairs at once", {.nprocs = 3, .rma = 1},
-     NULL},
+    {"rma", "2 ranks, verbs bounce buffers up to 8 KiB: the 4 KiB put and the small gets go "
+     "through them", {.rma = 1, .bcopy = 8192}, NULL},
+    {"rma", "3 ranks, bounce buffers: one-sided puts and gets between all pairs at once",
+     {.nprocs = 3, .rma = 1, .bcopy = 8192}, NULL},
     {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
      {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},
 };

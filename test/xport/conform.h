@@ -75,6 +75,7 @@ typedef struct scen {
     int later_rank;             /* dynamic: as refuse_rank, but its ev.accept
                                  * answers every hello "later" */
     int rma;                    /* one-sided operations (conform_rma.c) after the streams */
+    size_t bcopy;               /* verbs: one-sided bounce buffers up to this size */
     int ext;                    /* the transport's own scenario (hook), 0: none */
     int ext_fails;              /* ... in which connections fail (no streams) */
     double timeout;

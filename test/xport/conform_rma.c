@@ -6,8 +6,10 @@
  * and is only read.  The window's address and key go to the peers through
  * the link (16 bytes each way).  Each rank then, with every peer:
  *   - puts 8 B (inline), 4 KiB and the rest of its part, each waited for
- *     with ev.rma_done, then gets its part back and compares: what a put's
- *     completion reported is in the target's memory;
+ *     with ev.rma_done, then gets its part back, whole and then in the same
+ *     three pieces, and compares: what a put's completion reported is in
+ *     the target's memory (and small gets, which verbs may bounce, land);
+ *   - gets 16 x 8 B of it, all in flight at once, each to its own place;
  *   - gets the peer's upper half and checks it is the peer's own bytes;
  *   - after a barrier, checks its lower half holds what each peer put
  *     (its CPU sees the NIC's writes once the writer saw them complete).
@@ -53,33 +55,84 @@ static int rma_xchg(node_t * nd, int p, void *v, size_t n, int send)
     return 0;
 }
 
+/* One put or get started, without progress first (so that a caller's
+ * operations are in flight together); retried with progress while the
+ * transport has no room.  *flag becomes 1 when it completes, at once if
+ * *done. */
+static int rma_start(node_t * nd, int p, int get, void *local, size_t len, uint64_t raddr,
+                     uint64_t key, int *flag, int *done)
+{
+    const rdma_xport_rma_ops_t *r = conform_t->ops->rma;
+    double limit = conform_now() + 30;
+    rdma_status_t st;
+
+    *flag = 0;
+    while ((st = get ? r->get(nd->conns[p].xc.priv, local, len, raddr, key, flag, done)
+            : r->put(nd->conns[p].xc.priv, local, len, raddr, key, flag, done)) == RDMA_ERR_NOMEM
+           && conform_now() < limit)
+        conform_progress(nd);
+    if (st != RDMA_OK)
+        conform_say(nd, "D rma %s of %zu bytes to rank %d not started (%d): %s", get ? "get" : "put",
+                    len, p, st, conform_t->ops->error(nd->xp));
+    return st == RDMA_OK ? 0 : -1;
+}
+
+/* The operation rma_start reported with flag and done, waited for. */
+static int rma_wait(node_t * nd, int p, int get, size_t len, const int *flag, int done)
+{
+    double limit = conform_now() + 30;
+
+    while (!done && *flag == 0 && conform_now() < limit)
+        conform_progress(nd);
+    if (done ? *flag != 0 : *flag != 1) {
+        conform_say(nd, "D rma %s of %zu bytes to rank %d: done %d, reported %d", get ? "get" : "put",
+                    len, p, done, *flag);
+        return -1;
+    }
+    return 0;
+}
+
 /* One put or get, waited for. */
 static int rma_op(node_t * nd, int p, int get, void *local, size_t len, uint64_t raddr,
                   uint64_t key)
 {
-    const rdma_xport_rma_ops_t *r = conform_t->ops->rma;
-    double limit = conform_now() + 30;
-    int flag = 0, done = 0;
-    rdma_status_t st;
+    int flag, done;
 
-    do {
-        conform_progress(nd);
-        st = get ? r->get(nd->conns[p].xc.priv, local, len, raddr, key, &flag, &done)
-            : r->put(nd->conns[p].xc.priv, local, len, raddr, key, &flag, &done);
-    } while (st == RDMA_ERR_NOMEM && conform_now() < limit);
-    if (st != RDMA_OK) {
-        conform_say(nd, "D rma %s of %zu bytes to rank %d not started (%d): %s", get ? "get" : "put",
-                    len, p, st, conform_t->ops->error(nd->xp));
-        return -1;
-    }
-    while (!done && flag == 0 && conform_now() < limit)
-        conform_progress(nd);
-    if (done ? flag != 0 : flag != 1) {
-        conform_say(nd, "D rma %s of %zu bytes to rank %d: done %d, reported %d", get ? "get" : "put",
-                    len, p, done, flag);
-        return -1;
-    }
+    return rma_start(nd, p, get, local, len, raddr, key, &flag, &done)
+        || rma_wait(nd, p, get, len, &flag, done) ? -1 : 0;
+}
+
+/* Bytes [from, to) of tmp are what we put into our part of p's window. */
+static int rma_check_part(node_t * nd, int p, const uint8_t * tmp, size_t from, size_t to)
+{
+    size_t i;
+
+    for (i = from; i < to; i++)
+        if (tmp[i] != conform_gen(nd->rank, p, i)) {
+            conform_say(nd, "D byte %zu read back from rank %d is %u, put %u", i, p, tmp[i],
+                        conform_gen(nd->rank, p, i));
+            return -1;
+        }
     return 0;
+}
+
+/* RMA_BURST gets of 8 B from our part, all in flight at once, then
+ * waited for: each lands in its own destination (small gets may be
+ * bounced, each through its own slot). */
+enum { RMA_BURST = 16 };
+static int rma_burst(node_t * nd, int p, uint64_t part, uint64_t key, uint8_t * tmp)
+{
+    int flag[RMA_BURST], done[RMA_BURST], k;
+
+    memset(tmp, 0, RMA_BURST * 8);
+    for (k = 0; k < RMA_BURST; k++)
+        if (rma_start(nd, p, 1, tmp + 8 * k, 8, part + 8 * (uint64_t) k, key, &flag[k],
+                      &done[k]))
+            return -1;
+    for (k = 0; k < RMA_BURST; k++)
+        if (rma_wait(nd, p, 1, 8, &flag[k], done[k]))
+            return -1;
+    return rma_check_part(nd, p, tmp, 0, RMA_BURST * 8);
 }
 
 /* With peer p: puts of our part, read back; a read of p's own half. */
@@ -96,14 +149,14 @@ static int rma_with(node_t * nd, int p, uint64_t raddr, uint64_t key, uint8_t * 
         if (rma_op(nd, p, 0, tmp + cut[j], cut[j + 1] - cut[j], part + cut[j], key))
             return -1;
     memset(tmp, 0, PART);
-    if (rma_op(nd, p, 1, tmp, PART, part, key))
+    if (rma_op(nd, p, 1, tmp, PART, part, key) || rma_check_part(nd, p, tmp, 0, PART))
         return -1;
-    for (i = 0; i < PART; i++)
-        if (tmp[i] != conform_gen(nd->rank, p, i)) {
-            conform_say(nd, "D byte %zu read back from rank %d is %u, put %u", i, p, tmp[i],
-                        conform_gen(nd->rank, p, i));
+    memset(tmp, 0, PART);
+    for (j = 0; j < 3; j++)
+        if (rma_op(nd, p, 1, tmp + cut[j], cut[j + 1] - cut[j], part + cut[j], key))
             return -1;
-        }
+    if (rma_check_part(nd, p, tmp, 0, PART) || rma_burst(nd, p, part, key, tmp))
+        return -1;
     if (rma_op(nd, p, 1, tmp, WIN / 2, raddr + WIN / 2, key))
         return -1;
     for (i = 0; i < WIN / 2; i++)

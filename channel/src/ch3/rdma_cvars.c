@@ -358,6 +358,20 @@ cvars:
         as rxe, which copies anyway); 0: never; else 1..1000000.  Needs the
         registration cache.
 
+    - name        : MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX
+      category    : CH3_RDMA
+      type        : int
+      default     : 8192
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Verbs: a direct MPI_Get, and an MPI_Put too large to go inline, of
+        at most this many bytes is copied through registered bounce buffers
+        (32 per process, made at the first such operation and charged to
+        the pinned-memory cap) instead of registering the user's buffer
+        through the cache; 0: never; else 1..65536.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -512,6 +526,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES, -1, 1000000, "-1 (auto), 0 (never) or 1..1000000");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX, 0, 65536, "0 (never) or 1..65536 (bytes)");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
         ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
     cfg->verbs.device = MPIR_CVAR_CH3_RDMA_DEVICE;
@@ -525,6 +540,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->verbs.pinned_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB << 20;
     cfg->verbs.reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
     cfg->verbs.eager_reg_uses = MPIR_CVAR_CH3_RDMA_EAGER_REG_USES;
+    cfg->verbs.rma_bcopy_max = (size_t) MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->ring_idle = MPIR_CVAR_CH3_RDMA_RING_IDLE;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;

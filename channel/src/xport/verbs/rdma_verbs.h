@@ -115,6 +115,7 @@ enum {
     RDMA_VERBS_RMA_OPS = 16,    /* one-sided operations in flight per connection */
     RDMA_VERBS_RMA_CHUNK = 1 << 30,     /* bytes per one-sided WR (under every
                                          * device's max_msg_sz) */
+    RDMA_VERBS_RMA_BOUNCE = 32, /* one-sided bounce slots per process */
     RDMA_VERBS_RETIRED = 16     /* replaced stages awaiting their writes (a ring
                                  * doubles at most log2(64 MiB / 4 KiB) times) */
 };
@@ -279,8 +280,12 @@ typedef struct rdma_verbs_conn {
     uint32_t rd_head, rd_tail;
     struct {
         void *cookie;           /* the owner's (ev.rma_done) */
-        rcache_region_t *reg;   /* local buffer, released at completion; NULL: inline */
+        rcache_region_t *reg;   /* local buffer, released at completion; NULL:
+                                 * inline or bounced */
         int read;               /* a get: reg is of the receive cache */
+        int slot;               /* bounce slot (xp->bounce), -1: none */
+        void *dst;              /* a bounced get: copied here at completion */
+        uint32_t len;
     } rma[RDMA_VERBS_RMA_OPS];  /* [main] one-sided operations in flight, FIFO */
     uint32_t rma_head, rma_tail;        /* [main] */
 } rdma_verbs_conn_t;
@@ -354,6 +359,11 @@ struct rdma_xport {
     rhelper_t rh;               /* its own rules (rhelper.h): notes from main,
                                  * the rest on the thread, rc_lock in its ops */
     int memev_on, said_memev;   /* [main] */
+    /* one-sided bounce buffers (rdma_verbs_rma.c), made at first use */
+    rdma_verbs_mem_t bounce;    /* [main] RMA_BOUNCE slots of vp.rma_bcopy_max */
+    int bounce_state;           /* [main] 0 not made yet, 1 made, -1 refused */
+    int bounce_nfree;           /* [main] */
+    uint8_t bounce_free[RDMA_VERBS_RMA_BOUNCE]; /* [main] free slots, a stack */
     int eager_uses;             /* [fixed] register eager buffers after this
                                  * many uses; -1: eager_cost decides; 0: never */
     freq_cost_t eager_cost;     /* [fixed] measured at open (eager_uses -1) */
@@ -466,6 +476,7 @@ extern const zc_ops_t rdma_verbs_zc_ops;
 /* rdma_verbs_rma.c (main) */
 void rdma_verbs_rma_done(rdma_verbs_conn_t * vc);
 void rdma_verbs_rma_fail(rdma_verbs_conn_t * vc);
+void rdma_verbs_rma_close(rdma_xport_t * xp);
 extern const rdma_xport_rma_ops_t rdma_verbs_rma_ops;
 
 /* rdma_verbs_eager.c (main) */

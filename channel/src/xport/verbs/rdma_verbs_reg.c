@@ -162,6 +162,7 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
 void rdma_verbs_rc_close(rdma_xport_t * xp)
 {
     rdma_verbs_eager_close(xp);
+    rdma_verbs_rma_close(xp);
     rdma_verbs_rc_destroy(xp);
     if (xp->memev_on)
         memev_close();

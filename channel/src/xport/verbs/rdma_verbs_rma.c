@@ -8,6 +8,13 @@
  * it).  A put is one RDMA write per RDMA_VERBS_RMA_CHUNK bytes from the
  * caller's buffer (inline when it fits, else registered through the send
  * cache), a get one RDMA read per chunk into a region of the receive cache.
+ * Small ones (vp.rma_bcopy_max, MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX) skip the
+ * cache: a put is copied into a bounce slot, registered once for the
+ * process, and written from it; a get reads into a slot and is copied out
+ * when its read completes, before the owner hears of it.  UCX does the same
+ * (bcopy below its zcopy threshold): a copy of a few KiB costs less than
+ * a cache lookup and the memory events it drains.  No free slot (they are
+ * shared by every connection), or a cap with no room for them: the cache.
  * Only an operation's last WR is signalled (POST_RMA: its sig_fifo entry is
  * marked SIG_RMA); completions on one RC QP come in order, so that one
  * covers the chunks before it.
@@ -88,16 +95,95 @@ static rdma_status_t rdma_verbs_rma_post(rdma_verbs_conn_t * vc, uintptr_t local
     return RDMA_OK;
 }
 
-/* One put (read 0) or get (read 1) started; k: the cache of r (0 send,
- * 1 receive), r NULL for an inline write. */
+/* The bounce slots made (once; a refusal stands); 1 if there are. */
+static int rdma_verbs_bounce_open(rdma_xport_t * xp)
+{
+    size_t len = RDMA_VERBS_RMA_BOUNCE * xp->vp.rma_bcopy_max;
+    long long pages = (long long) rdma_verbs_page_round(len);
+    int i;
+
+    if (xp->bounce_state)
+        return xp->bounce_state > 0;
+    xp->bounce_state = -1;
+    if (rdma_verbs_ring_charge(xp, pages))
+        return 0;
+    if (rdma_verbs_mem_alloc(xp, &xp->bounce, len, IBV_ACCESS_LOCAL_WRITE)) {
+        rdma_verbs_mem_free(&xp->bounce);
+        rdma_verbs_ring_charge(xp, -pages);
+        return 0;
+    }
+    for (i = 0; i < RDMA_VERBS_RMA_BOUNCE; i++)
+        xp->bounce_free[i] = (uint8_t) i;
+    xp->bounce_nfree = RDMA_VERBS_RMA_BOUNCE;
+    xp->bounce_state = 1;
+    return 1;
+}
+
+void rdma_verbs_rma_close(rdma_xport_t * xp)
+{
+    if (xp->bounce_state > 0) {
+        rdma_verbs_ring_charge(xp, -(long long) xp->bounce.len);
+        rdma_verbs_mem_free(&xp->bounce);
+    }
+    xp->bounce_state = 0;
+}
+
+static char *rdma_verbs_bounce_buf(rdma_xport_t * xp, int slot)
+{
+    return (char *) xp->bounce.buf + (size_t) slot * xp->vp.rma_bcopy_max;
+}
+
+/* A slot for an operation of len bytes, -1 if it takes the cache. */
+static int rdma_verbs_bounce_get(rdma_xport_t * xp, size_t len)
+{
+    if (len > xp->vp.rma_bcopy_max || !rdma_verbs_bounce_open(xp) || !xp->bounce_nfree)
+        return -1;
+    return xp->bounce_free[--xp->bounce_nfree];
+}
+
+/* The local side of an operation: a bounce slot (*slot), or a region of
+ * the cache (*r), or neither for an inline put; its lkey and address. */
+static rdma_status_t rdma_verbs_rma_local(rdma_verbs_conn_t * vc, void *local, size_t len,
+                                          int read, int *slot, rcache_region_t ** r,
+                                          uint32_t * lkey, uintptr_t * addr)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    *addr = (uintptr_t) local;
+    if (!read && len <= vc->max_inline)
+        return RDMA_OK;
+    if ((*slot = rdma_verbs_bounce_get(xp, len)) >= 0) {
+        *addr = (uintptr_t) rdma_verbs_bounce_buf(xp, *slot);
+        if (!read)
+            memcpy((void *) *addr, local, len);
+        *lkey = xp->bounce.mr->lkey;
+        return RDMA_OK;
+    }
+    if (rdma_verbs_rc_get(read ? &xp->rc_dst : &xp->rc_src, local, len, r, NULL))
+        return RDMA_ERR_NOMEM;  /* limits, or memory that cannot be registered */
+    *lkey = ((struct ibv_mr *) (*r)->mr)->lkey;
+    return RDMA_OK;
+}
+
+/* What rdma_verbs_rma_local took, given back. */
+static void rdma_verbs_rma_release(rdma_xport_t * xp, int read, int slot, rcache_region_t * r)
+{
+    if (slot >= 0)
+        xp->bounce_free[xp->bounce_nfree++] = (uint8_t) slot;
+    if (r)
+        rdma_verbs_rc_put(xp, read, r);
+}
+
+/* One put (read 0) or get (read 1) started. */
 static rdma_status_t rdma_verbs_rma(rdma_verbs_conn_t * vc, void *local, size_t len,
                                     uint64_t raddr, uint64_t key, void *cookie, int read,
                                     int *done)
 {
-    rdma_xport_t *xp = vc->xp;
     uint32_t nwr = (uint32_t) ((len + RDMA_VERBS_RMA_CHUNK - 1) / RDMA_VERBS_RMA_CHUNK);
     rcache_region_t *r = NULL;
     uint32_t lkey = 0, t;
+    uintptr_t addr;
+    int slot = -1;
     rdma_status_t st;
 
     *done = 0;
@@ -105,20 +191,19 @@ static rdma_status_t rdma_verbs_rma(rdma_verbs_conn_t * vc, void *local, size_t 
         return RDMA_ERR_PEER;
     if (!rdma_verbs_rma_room(vc, nwr ? nwr : 1))
         return RDMA_ERR_NOMEM;
-    if (read || len > vc->max_inline) {
-        if ((st = rdma_verbs_rc_get(read ? &xp->rc_dst : &xp->rc_src, local, len, &r, NULL)))
-            return RDMA_ERR_NOMEM;      /* limits, or memory that cannot be registered */
-        lkey = ((struct ibv_mr *) r->mr)->lkey;
-    }
-    if ((st = rdma_verbs_rma_post(vc, (uintptr_t) local, lkey, len, raddr, key, read))) {
-        if (r)
-            rdma_verbs_rc_put(xp, read, r);
+    if ((st = rdma_verbs_rma_local(vc, local, len, read, &slot, &r, &lkey, &addr)))
+        return st;
+    if ((st = rdma_verbs_rma_post(vc, addr, lkey, len, raddr, key, read))) {
+        rdma_verbs_rma_release(vc->xp, read, slot, r);
         return st;
     }
     t = vc->rma_head++ % RDMA_VERBS_RMA_OPS;
     vc->rma[t].cookie = cookie;
     vc->rma[t].reg = r;
     vc->rma[t].read = read;
+    vc->rma[t].slot = slot;
+    vc->rma[t].dst = local;
+    vc->rma[t].len = (uint32_t) len;
     return RDMA_OK;
 }
 
@@ -140,8 +225,9 @@ static void rdma_verbs_rma_pop(rdma_verbs_conn_t * vc, rdma_status_t st)
     uint32_t t = vc->rma_tail++ % RDMA_VERBS_RMA_OPS;
     rdma_xport_t *xp = vc->xp;
 
-    if (vc->rma[t].reg)
-        rdma_verbs_rc_put(xp, vc->rma[t].read, vc->rma[t].reg);
+    if (st == RDMA_OK && vc->rma[t].read && vc->rma[t].slot >= 0)
+        memcpy(vc->rma[t].dst, rdma_verbs_bounce_buf(xp, vc->rma[t].slot), vc->rma[t].len);
+    rdma_verbs_rma_release(xp, vc->rma[t].read, vc->rma[t].slot, vc->rma[t].reg);
     xp->prm.ev.rma_done(xp->prm.ev.arg, vc->c, vc->rma[t].cookie, st);
 }
 

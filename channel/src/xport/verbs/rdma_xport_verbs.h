@@ -26,6 +26,10 @@ typedef struct rdma_verbs_params {
     int eager_reg_uses;         /* P2: register eager buffers after
                                  * this many uses; -1: by measured costs;
                                  * 0: never */
+    size_t rma_bcopy_max;       /* one-sided gets, and puts too large to go
+                                 * inline, of at most this many bytes are
+                                 * copied through registered bounce
+                                 * buffers; 0: never */
 } rdma_verbs_params_t;
 
 /* Test hook: register [addr, addr+len) as a zero-copy receive
