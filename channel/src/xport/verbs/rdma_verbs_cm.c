@@ -435,16 +435,18 @@ static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m, 
     rdma_verbs_ud_post(xp, ah, peer.udqpn, peer.qkey, &r);
 }
 
-/* Main: the owner gave c for the REQ m.  c is ours from now (closed
- * by close() whatever its state); a connection that cannot be made fails
- * c, so the owner forgets it. */
+/* Main, under cm_lock: the owner gave c for the REQ m.  c is ours from now
+ * (closed by close() whatever its state); a connection that cannot be made
+ * fails c, so the owner forgets it, with the reason the REJ carried (also
+ * what error() says after progress() reports it). */
 static void rdma_verbs_cm_req_dyn(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
 {
     c->ops = &rdma_xport_verbs;
     c->xport = xp;
     rdma_verbs_cm_req(xp, c, m);
     if (!c->priv && c->state != RDMA_CONN_FAILED) {
-        rdma_conn_failed(c, xp->cm_why);
+        snprintf(xp->err, sizeof(xp->err), "%s", xp->cm_why);
+        rdma_conn_failed(c, xp->err);
         xp->new_failures++;
     }
 }
