@@ -172,9 +172,10 @@ ok $r "verbs forced, RING_IDLE=1: after the 4 MiB round trips and 4 s idle the r
 # hits (both ranks' sum), where the cyclic LRU alone has none (receive
 # windows hit anyway, one registration serves four 1 MiB reads); data
 # intact.  The predictor works from measured times: on the emulated VM a
-# run can miss every send (seen once in CI: 243 registrations, 0 send
-# hits), so a run without any is repeated once; a helper that registers
-# too early or too late misses in both.
+# run can miss every send (seen in CI: 243 registrations, 0 send hits;
+# later two runs in a row, 135 and 72), so a run without any is repeated,
+# up to 3 runs; a helper that registers too early or too late misses in
+# all of them.
 helper_run() {
     out=$(env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=32 \
         MPIR_CVAR_CH3_RDMA_REG_HELPER=1 MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 600 \
@@ -187,10 +188,11 @@ helper_run() {
 }
 pv() { sed -n "s/^rank $1: rdma_$2 \([0-9]*\)$/\1/p" <<< "$out"; }
 helper_run
-if [[ $r -eq 0 && $sh -eq 0 ]]; then
-    echo "# helper run without send-side hits (${hr:-?} registrations ahead); once more"
+for try in 2 3; do
+    [[ $r -eq 0 && $sh -eq 0 ]] || break
+    echo "# helper run without send-side hits (${hr:-?} registrations ahead); run $try of 3"
     helper_run
-fi
+done
 [[ $r -eq 0 && -n $max && $max -le 33554432 && ${zp:-0} -ge 128 && ${hr:-0} -gt 0 && ${hits:-0} -gt 0 && ${sh:-0} -gt 0 ]]
 r=$?
 ok $r "verbs forced, PINNED_MAX_MB=32 + REG_HELPER, 64 x 4 MiB buffers x 4: pinned at most ${max:-?} B, ${zp:-?} zero-copy parts, ${hr:-?} helper registrations, ${hits:-?} hits (${sh:-?} on the send side, both ranks), data intact"
