@@ -469,6 +469,10 @@ void rdma_verbs_rc_put(rdma_xport_t * xp, int k, rcache_region_t * r);
 void rdma_verbs_rc_close(rdma_xport_t * xp);
 void rdma_verbs_read_done(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_ring_charge(rdma_xport_t * xp, long long delta);
+/* rdma_verbs_grow.c: memory charged to the pinned cap (main) */
+rdma_status_t rdma_verbs_grow_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t size,
+                                    int access);
+void rdma_verbs_grow_free(rdma_xport_t * xp, rdma_verbs_mem_t * m);
 int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len);
 void rdma_verbs_counters(const rdma_xport_t * xp, rdma_xport_counters_t * c);
 extern const zc_ops_t rdma_verbs_zc_ops;

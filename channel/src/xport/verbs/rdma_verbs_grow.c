@@ -15,26 +15,26 @@
  */
 #include "rdma_verbs.h"
 
-/* A ring or stage of size bytes in *m (empty), registered with access and
- * charged to the pinned cap; else *m stays empty. */
-static rdma_status_t rdma_verbs_grow_alloc(rdma_verbs_conn_t * vc, rdma_verbs_mem_t * m,
-                                           size_t size, int access)
+/* Memory of size bytes in *m (empty), registered with access and
+ * charged to the pinned cap; else *m stays empty.  [main] */
+rdma_status_t rdma_verbs_grow_alloc(rdma_xport_t * xp, rdma_verbs_mem_t * m, size_t size,
+                                    int access)
 {
     long long pages = (long long) rdma_verbs_page_round(size);
 
-    if (m->buf || rdma_verbs_ring_charge(vc->xp, pages))
+    if (m->buf || rdma_verbs_ring_charge(xp, pages))
         return RDMA_ERR_NOMEM;
-    if (rdma_verbs_mem_alloc(vc->xp, m, size, access) == RDMA_OK)
+    if (rdma_verbs_mem_alloc(xp, m, size, access) == RDMA_OK)
         return RDMA_OK;
     rdma_verbs_mem_free(m);
-    rdma_verbs_ring_charge(vc->xp, -pages);
+    rdma_verbs_ring_charge(xp, -pages);
     return RDMA_ERR_NOMEM;
 }
 
-/* *m freed, its bytes given back to the cap. */
-static void rdma_verbs_grow_free(rdma_verbs_conn_t * vc, rdma_verbs_mem_t * m)
+/* *m freed, its bytes given back to the cap.  [main] */
+void rdma_verbs_grow_free(rdma_xport_t * xp, rdma_verbs_mem_t * m)
 {
-    rdma_verbs_ring_charge(vc->xp, -(long long) m->len);
+    rdma_verbs_ring_charge(xp, -(long long) m->len);
     rdma_verbs_mem_free(m);
 }
 
@@ -60,7 +60,7 @@ rdma_status_t rdma_verbs_ring_new(void *ctx, size_t size, void *desc, size_t *dl
     rdma_verbs_mem_t *m = &vc->next_ring;
     uint64_t d[2];
 
-    if (rdma_verbs_grow_alloc(vc, m, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))
+    if (rdma_verbs_grow_alloc(vc->xp, m, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE))
         return RDMA_ERR_NOMEM;
     d[0] = (uintptr_t) m->buf;
     d[1] = m->mr->rkey;
@@ -76,7 +76,7 @@ void rdma_verbs_ring_drop(void *ctx, volatile void *old)
     rdma_verbs_conn_t *vc = ctx;
 
     (void) old;                 /* always vc->ring */
-    rdma_verbs_grow_free(vc, &vc->ring);
+    rdma_verbs_grow_free(vc->xp, &vc->ring);
     vc->ring = vc->next_ring;
     memset(&vc->next_ring, 0, sizeof(vc->next_ring));
 }
@@ -89,7 +89,7 @@ rdma_status_t rdma_verbs_stage_new(void *ctx, size_t size, const void *desc, siz
 
     (void) desc, (void) dlen;   /* a stage of our own: only ring_move needs the ring */
     if (vc->n_retired == RDMA_VERBS_RETIRED
-        || rdma_verbs_grow_alloc(vc, m, size, IBV_ACCESS_LOCAL_WRITE))
+        || rdma_verbs_grow_alloc(vc->xp, m, size, IBV_ACCESS_LOCAL_WRITE))
         return RDMA_ERR_NOMEM;
     *stage = m->buf;
     return RDMA_OK;
@@ -119,7 +119,7 @@ void rdma_verbs_retire(rdma_verbs_conn_t * vc)
     uint32_t i, k = 0;
 
     while (k < vc->n_retired && vc->wr_done >= vc->retired[k].done_at)
-        rdma_verbs_grow_free(vc, &vc->retired[k++].m);
+        rdma_verbs_grow_free(vc->xp, &vc->retired[k++].m);
     for (i = k; i < vc->n_retired; i++)
         vc->retired[i - k] = vc->retired[i];
     vc->n_retired -= k;

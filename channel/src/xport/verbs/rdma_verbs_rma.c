@@ -98,20 +98,14 @@ static rdma_status_t rdma_verbs_rma_post(rdma_verbs_conn_t * vc, uintptr_t local
 /* The bounce slots made (once; a refusal stands); 1 if there are. */
 static int rdma_verbs_bounce_open(rdma_xport_t * xp)
 {
-    size_t len = RDMA_VERBS_RMA_BOUNCE * xp->vp.rma_bcopy_max;
-    long long pages = (long long) rdma_verbs_page_round(len);
     int i;
 
     if (xp->bounce_state)
         return xp->bounce_state > 0;
     xp->bounce_state = -1;
-    if (rdma_verbs_ring_charge(xp, pages))
+    if (rdma_verbs_grow_alloc(xp, &xp->bounce, RDMA_VERBS_RMA_BOUNCE * xp->vp.rma_bcopy_max,
+                              IBV_ACCESS_LOCAL_WRITE))
         return 0;
-    if (rdma_verbs_mem_alloc(xp, &xp->bounce, len, IBV_ACCESS_LOCAL_WRITE)) {
-        rdma_verbs_mem_free(&xp->bounce);
-        rdma_verbs_ring_charge(xp, -pages);
-        return 0;
-    }
     for (i = 0; i < RDMA_VERBS_RMA_BOUNCE; i++)
         xp->bounce_free[i] = (uint8_t) i;
     xp->bounce_nfree = RDMA_VERBS_RMA_BOUNCE;
@@ -121,10 +115,8 @@ static int rdma_verbs_bounce_open(rdma_xport_t * xp)
 
 void rdma_verbs_rma_close(rdma_xport_t * xp)
 {
-    if (xp->bounce_state > 0) {
-        rdma_verbs_ring_charge(xp, -(long long) xp->bounce.len);
-        rdma_verbs_mem_free(&xp->bounce);
-    }
+    if (xp->bounce_state > 0)
+        rdma_verbs_grow_free(xp, &xp->bounce);
     xp->bounce_state = 0;
 }
 
