@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -803,18 +804,21 @@ scen_t conform_defaults(const scen_t * in)
 /* A scenario where rank 1 fails rank 0: pass if rank 0's progress reported
  * EPEER with a diagnosis containing want within 30 s of the kill (or of the
  * connect), and every rank that reported EPEER said why; a killed process
- * outside the job is named by its pid. */
+ * outside the job is named by its pid, a killed rank of the job by its
+ * host (ours: the group runs on one), whole. */
 static void run_peer_failure(const scen_t * sc, const char *want, const char *desc)
 {
     group_t g;
     int pass = group_run(sc, &g);
     double t_ref = sc->kill_rank > 0 ? g.t_kill : g.t_start, dt = g.t_peer - t_ref;
-    char pid[32] = "";
+    char who[HOST_NAME_MAX + 8] = "";
 
     if (sc->dynamic && sc->kill_rank > 0)
-        snprintf(pid, sizeof(pid), "process %d ", (int) g.ch[sc->kill_rank].pid);
+        snprintf(who, sizeof(who), "process %d ", (int) g.ch[sc->kill_rank].pid);
+    else if (sc->kill_rank > 0 && !gethostname(who + 4, sizeof(who) - 5))
+        memcpy(who, " on ", 4), strcat(who, " ");
     ok(pass && g.t_peer > 0 && t_ref > 0 && dt < 30 && strstr(g.peer_msg, want)
-       && strstr(g.peer_msg, pid) && !g.peer_blank,
+       && strstr(g.peer_msg, who) && !g.peer_blank,
        "%s: EPEER after %.1f s", desc, g.t_peer > 0 && t_ref > 0 ? dt : -1.0);
     diag("diagnosis: %s", g.peer_msg[0] ? g.peer_msg : "(none)");
     if (g.peer_blank)

@@ -16,6 +16,7 @@
 #ifndef RDMA_SHM_H_INCLUDED
 #define RDMA_SHM_H_INCLUDED
 
+#include <limits.h>
 #include <poll.h>
 #include <sys/types.h>
 #include "rdma_xport.h"
@@ -140,7 +141,7 @@ struct rdma_xport {
     struct pollfd *watch_pfd;   /* [nwatch], filled at each look */
     int nwatch, watch_cap;
     double watch_next;          /* time of the next look */
-    char host[64];              /* ours, for diagnoses */
+    char host[HOST_NAME_MAX + 1];       /* ours, for diagnoses */
     char err[RDMA_MSG_LEN];
 };
 

@@ -365,7 +365,7 @@ static rdma_status_t rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t
         goto fail_map;
     }
     xp->yama_scope = rdma_shm_yama_scope();
-    if (gethostname(xp->host, sizeof(xp->host) - 1))
+    if (gethostname(xp->host, sizeof(xp->host)))
         snprintf(xp->host, sizeof(xp->host), "this node");
     *xpp = xp;
     return RDMA_OK;
