@@ -8,8 +8,11 @@
 # A host whose speed drifts between runs moves both halves of a pair alike.
 # OLD may be any MPICH build (ch3:nemesis against ch3:rdma, say).
 #
-#   ab.sh --old PREFIX --new PREFIX [--pairs N] [--vm] [--out DIR] [--bench PROG] -- ARGS...
+#   ab.sh --old PREFIX --new PREFIX [--pairs N] [--vm] [--out DIR] [--bench PROG]
+#         [--old-env "VAR=V ..."] [--new-env "VAR=V ..."] -- ARGS...
 #
+# --old-env/--new-env run that side under these variables (one prefix with
+# two settings: --old P --new P --old-env MPIR_CVAR_...=0).
 # --vm runs every pair inside the Soft-RoCE VM with the verbs transport
 # forced (one boot for the whole run); otherwise natively (shm between the
 # two ranks).  Example, issue 15's 8-byte latency:
@@ -18,10 +21,12 @@ set -euo pipefail
 PROG=ab
 . "$(dirname "$0")/common.sh"
 
-# One measurement: LABEL PREFIX ROUND.
+# One measurement: LABEL PREFIX ROUND (under --old-env or --new-env).
 run_one() {
-    local bin=$OUT/$BENCH.$1
-    "$2/bin/mpiexec" -n 2 "$bin" "${REST[@]}" > "$OUT/$1.$3.txt" \
+    local bin=$OUT/$BENCH.$1 e
+    [ "$1" = old ] && e=$OLD_ENV || e=$NEW_ENV
+    read -ra e <<< "$e"
+    env "${e[@]}" "$2/bin/mpiexec" -n 2 "$bin" "${REST[@]}" > "$OUT/$1.$3.txt" \
         || die "$BENCH under $2 failed (round $3, see $OUT/$1.$3.txt)"
 }
 
@@ -59,8 +64,8 @@ report() {
 
 main() {
     local where
-    OLD="" NEW="" PAIRS=11 OUT="" VM="" GUEST="" HELP="" BENCH=mpi_bench
-    parse_options "old new pairs out bench" "vm guest help" "$@"
+    OLD="" NEW="" PAIRS=11 OUT="" VM="" GUEST="" HELP="" BENCH=mpi_bench OLD_ENV="" NEW_ENV=""
+    parse_options "old new pairs out bench old-env new-env" "vm guest help" "$@"
     [ -z "$HELP" ] || usage
     [[ -n $OLD && -n $NEW ]] || die "--old PREFIX and --new PREFIX are required"
     [[ $PAIRS =~ ^[1-9][0-9]*$ ]] || die "--pairs takes a positive integer (got '$PAIRS')"
@@ -77,11 +82,12 @@ main() {
         log "booting the Soft-RoCE VM; $PAIRS pairs; results in $OUT"
         "$TOP/test/softroce/run-vm" --timeout $((PAIRS * 900)) --rw "$OUT" \
             --env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs -- "$0" --guest --bench "$BENCH" --old "$OLD" --new "$NEW" \
+            --old-env "$OLD_ENV" --new-env "$NEW_ENV" \
             --pairs "$PAIRS" --out "$OUT" -- "${REST[@]}"
     else
         pairs
     fi
-    { echo "# ab: old $OLD"; echo "# ab: new $NEW"
+    { echo "# ab: old $OLD${OLD_ENV:+ ($OLD_ENV)}"; echo "# ab: new $NEW${NEW_ENV:+ ($NEW_ENV)}"
       echo "# ab: $PAIRS alternating pairs $where; $BENCH ${REST[*]}"; report; } | tee "$OUT/ab.txt"
 }
 

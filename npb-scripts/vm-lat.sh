@@ -16,7 +16,9 @@
 # per message, LAT_TOUCH; rawcalls, rawimm with each process calling 64
 # distinct functions per message, LAT_CALLS); with --peers also Open MPI
 # over UCX and Debian's MPICH (ch4:ucx) on rxe0 with the settings of
-# test/softroce/peers.md.  Every pair runs all of them (the order flips
+# test/softroce/peers.md; opt-in, eager: imm without CH3's rendezvous up
+# to 1 MiB (MPIR_CVAR_CH3_RDMA_EAGER_MAX=1048576: the channel's zero-copy
+# rendezvous alone), for mid-size messages.  Every pair runs all of them (the order flips
 # every pair); the report gives per size
 # the median of the per-pair ratios, their range and the median latencies
 # (half a round trip, mean over ITERS; perftest's t_avg), at the --sizes only.
@@ -25,7 +27,7 @@
 # the ratios whose two sides ran.
 #
 #   vm-lat.sh [--pairs N] [--sizes "8 64 1024 4096"] [--iters N] [--peers] [--generic-crc]
-#             [--only "send imm wimm write flag rawimm rawwrite rawtouch rawcalls ompi mpich"]
+#             [--only "send imm wimm eager write flag rawimm rawwrite rawtouch rawcalls ompi mpich"]
 #             [--out DIR]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.  One
@@ -75,6 +77,8 @@ measure() {
         imm) lat_mpi "$@" env "$v" "$RDMA/bin/mpiexec" -n 2 "$OUT/mpi_bench.rdma" ;;
         wimm) lat_mpi "$@" env "$v" MPIR_CVAR_CH3_RDMA_WRITE_IMM=1 "$RDMA/bin/mpiexec" -n 2 \
             "$OUT/mpi_bench.rdma" ;;
+        eager) lat_mpi "$@" env "$v" MPIR_CVAR_CH3_RDMA_EAGER_MAX=1048576 "$RDMA/bin/mpiexec" -n 2 \
+            "$OUT/mpi_bench.rdma" ;;
         flag) lat_mpi "$@" env "$v" CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER=1 "$RDMA/bin/mpiexec" -n 2 \
             "$OUT/mpi_bench.rdma" ;;
         ompi) lat_mpi "$@" env "${UCX_RXE[@]}" OMPI_MCA_orte_tmpdir_base=/dev/shm OMPI_MCA_pml=ucx \
@@ -122,6 +126,9 @@ report() {
     printf "%-12s %8s %6s %7s %7s %7s %10s %10s\n" "a/b" size pairs median min max "a us" "b us"
     ratio_line imm send
     ratio_line imm wimm
+    ratio_line imm write
+    ratio_line eager imm
+    ratio_line eager write
     ratio_line wimm send
     ratio_line flag write
     ratio_line imm rawimm
@@ -138,6 +145,7 @@ report() {
     ratio_line flag mpich
     echo "# imm: ch3:rdma default (small frames self-verifying, others write with immediate);"
     echo "# wimm: write with immediate for every frame (WRITE_IMM=1); flag: flag polling forced;"
+    echo "# eager: imm with no CH3 rendezvous up to 1 MiB (EAGER_MAX=1048576: the channel's alone);"
     echo "# send/write: ib_send_lat/ib_write_lat t_avg; rawimm/rawwrite: the raw device on the channel's"
     echo "# wire pattern (verbs_selftest lat); rawtouch: rawwrite writing 64 more pages per message;"
     echo "# rawcalls: rawimm calling 64 distinct functions per message;"
@@ -150,8 +158,8 @@ check_only() {
     local m seen=" "
     ONLY=${ONLY:-send imm wimm write flag rawimm rawwrite${PEERS:+ ompi mpich}}
     for m in $ONLY; do
-        [[ " send imm wimm write flag rawimm rawwrite rawtouch rawcalls ompi mpich " == *" $m "* ]] ||
-            die "--only: unknown measurement '$m' (send imm wimm write flag rawimm rawwrite" \
+        [[ " send imm wimm eager write flag rawimm rawwrite rawtouch rawcalls ompi mpich " == *" $m "* ]] ||
+            die "--only: unknown measurement '$m' (send imm wimm eager write flag rawimm rawwrite" \
                 "rawtouch rawcalls ompi mpich)"
         [[ $seen != *" $m "* ]] || die "--only: '$m' named twice"
         seen+="$m "

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Large messages on this host's shared-memory transport: every protocol
 # forced in turn (zero-copy = CMA), data verified, the path taken checked
-# in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback.
+# in the MPIR_CVAR_CH3_RDMA_VERBOSE report; CMA forbidden -> ring fallback;
+# which messages skip CH3's rendezvous (EAGER_MAX).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 21
+plan 26
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -74,6 +75,26 @@ expect_output 0 '^ok 6 ' "mpi_check (all-to-all windows) with zcopy, 4 ranks" --
     env $L=zcopy "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
 expect_output 0 '^ok 1 ' "fork()+exec and children writing into buffers in flight (all sizes)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_fork"
+# EAGER_MAX auto: where large parts go through the ring, a message up to
+# 1 MiB goes at once, its send done before the receive is posted (the
+# receiver buffers it); where the channel pulls them, and beyond 1 MiB, or
+# with CH3's limit (EAGER_MAX=0, 128 KiB), CH3's RTS waits for the receive.
+E=MPIR_CVAR_CH3_RDMA_EAGER_MAX
+expect_output 0 '^eager 1048576: early, data ok$' \
+    "1 MiB, copy path (EAGER_MAX auto): sent before its receive was posted, data verified" -- \
+    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048576
+expect_output 0 '^eager 1048577: waited, data ok$' \
+    "1 MiB + 1 B, copy path: CH3's rendezvous waits for the receive, data verified" -- \
+    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048577 1
+expect_output 0 '^eager 262144: waited, data ok$' \
+    "256 KiB, copy path, EAGER_MAX=0 (CH3's 128 KiB): CH3's rendezvous, data verified" -- \
+    env $L=copy $E=0 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
+expect_output 0 '^eager 262144: waited, data ok$' \
+    "256 KiB, zcopy (EAGER_MAX auto): CH3's rendezvous, the pull lands in the posted buffer" -- \
+    env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
+expect_output 0 '^eager 4194304: early, data ok$' \
+    "4 MiB, zcopy, EAGER_MAX=4194304: at once, pulled into CH3's buffer, data verified" -- \
+    env $L=zcopy $E=4194304 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 4194304
 expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or zcopy' \
     "bad protocol name is rejected with the allowed values" -- \
     env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"

@@ -80,7 +80,7 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
 /* Open the transports some peer needs and publish the business card. */
 int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
 {
-    int mpi_errno;
+    int mpi_errno, i;
 
     mpi_errno = MPIDI_CH3I_RDMA_init_process_group(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
@@ -89,6 +89,9 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
                                RDMA_AT_INIT);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_RDMA_hello_init(pg, pg_rank);
+    for (i = 0; i < pg->size; i++)
+        if (i != pg_rank)
+            MPIDI_CH3I_RDMA_eager_set(&pg->vct[i]);
     mpi_errno = MPIDI_CH3I_RDMA_cpus_publish(pg, pg_rank);
     MPIR_ERR_CHECK(mpi_errno);
     mpi_errno = MPIDI_PG_SetConnInfo(pg_rank, MPIDI_CH3I_RDMA_card);

@@ -372,6 +372,24 @@ cvars:
         the pinned-memory cap) instead of registering the user's buffer
         through the cache; 0: never; else 1..65536.
 
+    - name        : MPIR_CVAR_CH3_RDMA_EAGER_MAX
+      category    : CH3_RDMA
+      type        : int
+      default     : -1
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Payload bytes up to which CH3 sends a message at once, without its
+        own rendezvous (RTS/CTS): the data then goes through the ring or,
+        from ZCOPY_THRESHOLD, by the channel's zero-copy rendezvous, one
+        control round trip.  A message that arrives before its receive is
+        posted is buffered whole at the receiver, as below CH3's eager
+        limit.  -1: auto (1 MiB where large parts go through the ring,
+        LARGE_PROTOCOL copy or auto's choice of it on shared memory; CH3's
+        limit elsewhere); 0: CH3's limit, MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+        else 1..1073741824.
+
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
       category    : CH3_RDMA
       type        : boolean
@@ -527,6 +545,8 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES, -1, 1000000, "-1 (auto), 0 (never) or 1..1000000");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX, 0, 65536, "0 (never) or 1..65536 (bytes)");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_MAX, -1, 1073741824, "-1 (auto), 0 (CH3's) or "
+            "1..1073741824 (bytes)");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
         ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
     cfg->verbs.device = MPIR_CVAR_CH3_RDMA_DEVICE;
@@ -541,6 +561,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->verbs.reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
     cfg->verbs.eager_reg_uses = MPIR_CVAR_CH3_RDMA_EAGER_REG_USES;
     cfg->verbs.rma_bcopy_max = (size_t) MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX;
+    cfg->eager_max = MPIR_CVAR_CH3_RDMA_EAGER_MAX;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->ring_idle = MPIR_CVAR_CH3_RDMA_RING_IDLE;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;

@@ -116,6 +116,7 @@ extern char MPIDI_CH3I_RDMA_card[MPIDI_CH3I_RDMA_CARD_LEN];
 extern const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner;
 void MPIDI_CH3I_RDMA_hello_init(MPIDI_PG_t * pg, int pg_rank);
 void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc);
+void MPIDI_CH3I_RDMA_eager_set(MPIDI_VC_t * vc);
 
 /* A failure of vc's link fails vc (ch3_fail.c: its requests complete with
  * the error): a VC of a process group, ours or one connected to it

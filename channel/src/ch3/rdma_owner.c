@@ -31,6 +31,33 @@ static rdma_status_t rdma_owner_card_of(void *arg, int rank, char *buf, size_t l
     return rdma_say(buf, len, RDMA_ERR_PEER, "no business card for rank %d", rank);
 }
 
+/* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), known for the
+ * job's VCs once the transports are open, for the others once READY (CH3's
+ * own before).  auto: where large parts go through the ring, a message up
+ * to RDMA_EAGER_MAX_RING skips CH3's RTS/CTS: the ring's copy moves it
+ * either way, and a round trip less was 14% of 128 KiB and 5% of 256 KiB
+ * on shm (host H, 2026-12-02, npb-scripts/ab.sh, 9 pairs; no change from
+ * 512 KiB).  Not where the channel's rendezvous pulls them: a message that
+ * arrives before its receive would be pulled into a buffer CH3 allocates
+ * (1.84x the time of 256 KiB in a ping-pong, CMA), where CH3's RTS waits
+ * and the pull lands in the user's buffer. */
+#define RDMA_EAGER_MAX_RING (1 << 20)
+void MPIDI_CH3I_RDMA_eager_set(MPIDI_VC_t * vc)
+{
+    const rdma_link_t *l = MPIDI_CH3I_link(vc);
+    const rdma_chan_config_t *cfg = &MPIDI_CH3I_chan.cfg;
+    const int ch3 = MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+    int m = cfg->eager_max, k = rdma_chan_over_wire(l) ? RDMA_XP_VERBS : RDMA_XP_SHM;
+
+    if (!l->xc.ops)
+        return;
+    if (m < 0)
+        m = cfg->link[k].zc.mode == ZC_MODE_COPY ? RDMA_EAGER_MAX_RING : 0;
+    if (m > 0)
+        m += (int) sizeof(MPIDI_CH3_Pkt_eager_send_t);      /* CH3 counts its header */
+    vc->eager_max_msg_sz = m == 0 || (cfg->eager_max < 0 && m < ch3) ? ch3 : m;
+}
+
 static void rdma_owner_ready(void *arg, rdma_link_t * l)
 {
     MPIDI_VC_t *vc = l->xc.owner;
@@ -40,6 +67,7 @@ static void rdma_owner_ready(void *arg, rdma_link_t * l)
         rdma_link_quiesce(l);   /* connected after its process was reported dead */
         return;
     }
+    MPIDI_CH3I_RDMA_eager_set(vc);     /* a VC outside the job knows its transport now */
     /* A passively connected VC takes part in CH3's close protocol too. */
     if (vc->state == MPIDI_VC_STATE_INACTIVE)
         MPIDI_CHANGE_VC_STATE(vc, ACTIVE);
