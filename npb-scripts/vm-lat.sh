@@ -18,9 +18,9 @@
 # over UCX and Debian's MPICH (ch4:ucx) on rxe0 with the settings of
 # test/softroce/peers.md; opt-in, eager: imm without CH3's rendezvous up
 # to 1 MiB (MPIR_CVAR_CH3_RDMA_EAGER_MAX=1048576: the channel's zero-copy
-# rendezvous alone), for mid-size messages.  Every pair runs all of them (the order flips
-# every pair); the report gives per size
-# the median of the per-pair ratios, their range and the median latencies
+# rendezvous alone), for mid-size messages.  Every pair runs all of them
+# (the order flips every pair); the report gives per size the median of
+# the per-pair ratios, their range and the median latencies
 # (half a round trip, mean over ITERS; perftest's t_avg), at the --sizes only.
 # --only runs a subset (e.g. "imm ompi mpich": three runs per pair, closer
 # in time, so the host's drift spreads the ratios less); the report keeps

@@ -43,9 +43,10 @@ int main(int argc, char **argv)
         MPI_Send(&done, 1, MPI_INT, 1, 2, MPI_COMM_WORLD);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         MPI_Recv(&bad, 1, MPI_LONG, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        printf("eager %zu: %s, data %s", len, done ? "early" : "waited", bad ? "" : "ok\n");
         if (bad)
-            printf("%ld bad bytes\n", bad);
+            printf("eager %zu: %s, data %ld bad bytes\n", len, done ? "early" : "waited", bad);
+        else
+            printf("eager %zu: %s, data ok\n", len, done ? "early" : "waited");
     } else {
         MPI_Recv(&done, 1, MPI_INT, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Recv(b, (int) len, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

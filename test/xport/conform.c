@@ -811,12 +811,12 @@ static void run_peer_failure(const scen_t * sc, const char *want, const char *de
     group_t g;
     int pass = group_run(sc, &g);
     double t_ref = sc->kill_rank > 0 ? g.t_kill : g.t_start, dt = g.t_peer - t_ref;
-    char who[HOST_NAME_MAX + 8] = "";
+    char who[HOST_NAME_MAX + 8] = "", host[HOST_NAME_MAX + 1];
 
     if (sc->dynamic && sc->kill_rank > 0)
         snprintf(who, sizeof(who), "process %d ", (int) g.ch[sc->kill_rank].pid);
-    else if (sc->kill_rank > 0 && !gethostname(who + 4, sizeof(who) - 5))
-        memcpy(who, " on ", 4), strcat(who, " ");
+    else if (sc->kill_rank > 0 && !gethostname(host, sizeof(host)))
+        snprintf(who, sizeof(who), " on %s ", host);
     ok(pass && g.t_peer > 0 && t_ref > 0 && dt < 30 && strstr(g.peer_msg, want)
        && strstr(g.peer_msg, who) && !g.peer_blank,
        "%s: EPEER after %.1f s", desc, g.t_peer > 0 && t_ref > 0 ? dt : -1.0);
