@@ -25,12 +25,12 @@ bad MPIR_CVAR_CH3_RDMA_RING_IDLE=-1 'MPIR_CVAR_CH3_RDMA_RING_IDLE=-1: allowed 0 
 bad MPIR_CVAR_CH3_RDMA_RING_HOT=32 'MPIR_CVAR_CH3_RDMA_RING_HOT=32: allowed -1 \(auto\), 0 \(off\) or 64\.\.262144'
 bad MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp 'MPIR_CVAR_CH3_RDMA_TRANSPORT=tcp: allowed auto, shm or verbs'
 bad MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast 'MPIR_CVAR_CH3_RDMA_PIPE_MODE=fast: allowed piggyback or basic'
-bad MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100 'MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100: allowed 1024\.\.1073741824'
+bad MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100 'MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=100: allowed -1 \(auto\) or 1024\.\.1073741824'
 bad MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1 'MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB=-1: allowed 0\.\.1048576'
 bad MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=-1 'MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB=-1: allowed 0 \(no cap\) or 1\.\.1048576'
 bad MPIR_CVAR_CH3_RDMA_EAGER_REG_USES=-2 'MPIR_CVAR_CH3_RDMA_EAGER_REG_USES=-2: allowed -1 \(auto\), 0 \(never\) or 1\.\.1000000'
 bad MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=65537 'MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=65537: allowed 0 \(never\) or 1\.\.65536 \(bytes\)'
-bad MPIR_CVAR_CH3_RDMA_EAGER_MAX=-2 'MPIR_CVAR_CH3_RDMA_EAGER_MAX=-2: allowed -1 \(auto\), 0 \(CH3.s\) or 1\.\.1073741824 \(bytes\)'
+bad MPIR_CVAR_CH3_RDMA_EAGER_MAX=-1 'MPIR_CVAR_CH3_RDMA_EAGER_MAX=-1: allowed 0 \(CH3.s\) or 1\.\.1073741824 \(bytes\)'
 # RING_CHUNK auto: 64-byte slots on shared memory; a set value is used as is.
 expect_output 0 'shm mode=flag-poll ring=524288 chunk=64$' "RING_CHUNK auto: shm rings use 64-byte slots" -- \
     env MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -n 2 "$W/cpi"

@@ -5,7 +5,7 @@
 # which messages skip CH3's rendezvous (EAGER_MAX).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 26
+plan 27
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -23,11 +23,19 @@ out=$(env $V $L=auto timeout 600 "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8 2>&1); r
 want='rank 0 -> 1: zero-copy [1-9]'
 grep -q 'rank 0: shm: large messages through the ring' <<< "$out" &&
     want='rank 0 -> 1: zero-copy 0 .* copy [1-9]'
-[ $r -eq 0 ] && grep -Eq 'rank 0: shm: large messages (zero-copy|through the ring): process_vm_readv took' \
-    <<< "$out" && grep -Eq "$want" <<< "$out"
+probe='rank 0: shm: large messages (zero-copy|through the ring): process_vm_readv took [0-9.]+x the time of the ring.s copy between two cores \(1 MiB: CMA [0-9.]+, ring [0-9.]+'
+[ $r -eq 0 ] && grep -Eq "$probe" <<< "$out" && grep -Eq "$want" <<< "$out"
 r=$?
-ok $r "auto, 3 ranks (oversubscribed): large parts take the path the probe chose ($(grep -o \
+ok $r "auto, 3 ranks (oversubscribed): the probe timed the ring between two cores, large parts take the path it chose ($(grep -o \
     'large messages [^:]*: process_vm_readv took [0-9.]*x' <<< "$out" | head -1))"
+[ $r -eq 0 ] || echo "$out" | tail -30 | diag
+# Both ranks bound to one CPU: the probe's helper runs on another (or the
+# probe says memcpy stood in), and nothing waits for it
+out=$(env $V $L=auto timeout 300 taskset -c 0 "$P/bin/mpiexec" -n 2 "$W/mpi_large" 2 2>&1); r=$?
+[ $r -eq 0 ] && grep -Eq 'rank 1: shm: large messages [^:]*: process_vm_readv took [0-9.]+x the time of (the ring|memcpy)' \
+    <<< "$out" && grep -q '^ok 6 ' <<< "$out"
+r=$?
+ok $r "auto, both ranks bound to CPU 0: the probe finishes, data verified"
 [ $r -eq 0 ] || echo "$out" | tail -30 | diag
 expect_output 0 'rank 0 -> 1: zero-copy 0 .*ring frames [0-9]+ \([0-9]+ B\) in [0-9]+ writes' \
     "copy path, fixed pipeline (one write per 16 KiB frame)" -- \
@@ -75,22 +83,22 @@ expect_output 0 '^ok 6 ' "mpi_check (all-to-all windows) with zcopy, 4 ranks" --
     env $L=zcopy "$P/bin/mpiexec" -n 4 "$W/mpi_check" 1048576
 expect_output 0 '^ok 1 ' "fork()+exec and children writing into buffers in flight (all sizes)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_fork"
-# EAGER_MAX auto: where large parts go through the ring, a message up to
-# 1 MiB goes at once, its send done before the receive is posted (the
-# receiver buffers it); where the channel pulls them, and beyond 1 MiB, or
-# with CH3's limit (EAGER_MAX=0, 128 KiB), CH3's RTS waits for the receive.
+# EAGER_MAX: by default CH3's limit (128 KiB), whatever the path: beyond
+# it CH3's RTS waits for the receive (a stream of early messages would go
+# through buffers CH3 allocates and frees per message).  Set, a message up
+# to it goes at once, its send done before the receive is posted.
 E=MPIR_CVAR_CH3_RDMA_EAGER_MAX
+expect_output 0 '^eager 262144: waited, data ok$' \
+    "256 KiB, copy path, default: CH3's rendezvous waits for the receive, data verified" -- \
+    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
 expect_output 0 '^eager 1048576: early, data ok$' \
-    "1 MiB, copy path (EAGER_MAX auto): sent before its receive was posted, data verified" -- \
-    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048576
+    "1 MiB, copy path, EAGER_MAX=1048576: sent before its receive was posted, data verified" -- \
+    env $L=copy $E=1048576 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048576
 expect_output 0 '^eager 1048577: waited, data ok$' \
-    "1 MiB + 1 B, copy path: CH3's rendezvous waits for the receive, data verified" -- \
-    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048577 1
+    "1 MiB + 1 B, copy path, EAGER_MAX=1048576: CH3's rendezvous, data verified" -- \
+    env $L=copy $E=1048576 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048577 1
 expect_output 0 '^eager 262144: waited, data ok$' \
-    "256 KiB, copy path, EAGER_MAX=0 (CH3's 128 KiB): CH3's rendezvous, data verified" -- \
-    env $L=copy $E=0 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
-expect_output 0 '^eager 262144: waited, data ok$' \
-    "256 KiB, zcopy (EAGER_MAX auto): CH3's rendezvous, the pull lands in the posted buffer" -- \
+    "256 KiB, zcopy, default: CH3's rendezvous, the pull lands in the posted buffer" -- \
     env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
 expect_output 0 '^eager 4194304: early, data ok$' \
     "4 MiB, zcopy, EAGER_MAX=4194304: at once, pulled into CH3's buffer, data verified" -- \

@@ -260,20 +260,25 @@ cvars:
         through the ring (pipelined copy); zcopy: zero-copy rendezvous (the
         receiver pulls with RDMA read from a registered buffer, or with one
         process_vm_readv copy on the same node); auto: zcopy, but the ring
-        on shared memory where process_vm_readv took over 1.5x memcpy's time
-        at start (VERBOSE says) and, for a while, on a verbs connection
-        whose registration-cache hit rate fell below 1/4.
+        on shared memory where a 1 MiB process_vm_readv took over 2.5x the
+        time of the ring's copy between two cores at start (VERBOSE says)
+        and, for a while, on a verbs connection whose registration-cache
+        hit rate fell below 1/4.
 
     - name        : MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD
       category    : CH3_RDMA
       type        : int
-      default     : 32768
+      default     : -1
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         Bytes from which a contiguous message part takes the zero-copy
-        rendezvous (unless LARGE_PROTOCOL=copy); 1024..1073741824.
+        rendezvous (unless LARGE_PROTOCOL=copy).  -1 (auto): 32768 over
+        verbs, 262144 on shared memory (below it the ring's copy took less
+        time than a CMA rendezvous); else 1024..1073741824.  One-sided
+        operations into MPI_Win_create windows on the node go direct from
+        this size, 32768 when auto.
 
     - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
       category    : CH3_RDMA
@@ -375,7 +380,7 @@ cvars:
     - name        : MPIR_CVAR_CH3_RDMA_EAGER_MAX
       category    : CH3_RDMA
       type        : int
-      default     : -1
+      default     : 0
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
@@ -384,10 +389,9 @@ cvars:
         own rendezvous (RTS/CTS): the data then goes through the ring or,
         from ZCOPY_THRESHOLD, by the channel's zero-copy rendezvous, one
         control round trip.  A message that arrives before its receive is
-        posted is buffered whole at the receiver, as below CH3's eager
-        limit.  -1: auto (1 MiB where large parts go through the ring,
-        LARGE_PROTOCOL copy or auto's choice of it on shared memory; CH3's
-        limit elsewhere); 0: CH3's limit, MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
+        posted is buffered whole at the receiver, in memory CH3 allocates
+        and frees per message: a stream of them can run at the speed of
+        page faults.  0: CH3's limit, MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
         else 1..1073741824.
 
     - name        : MPIR_CVAR_CH3_RDMA_VERBOSE
@@ -545,7 +549,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES, -1, 1000000, "-1 (auto), 0 (never) or 1..1000000");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX, 0, 65536, "0 (never) or 1..65536 (bytes)");
-    CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_MAX, -1, 1073741824, "-1 (auto), 0 (CH3's) or "
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_MAX, 0, 1073741824, "0 (CH3's) or "
             "1..1073741824 (bytes)");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
         ? RDMA_TRANSPORT_VERBS : RDMA_TRANSPORT_AUTO;
@@ -572,6 +576,15 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     goto fn_exit;
 }
 
+/* ZCOPY_THRESHOLD=-1.  Over verbs the RDMA-read rendezvous pays from 32
+ * KiB.  On shared memory a CMA rendezvous (REQ, the split copy, FIN, and
+ * CH3's RTS/CTS above its eager limit) took more time than the ring's copy
+ * up to 128 KiB and less from 256 KiB, where the probe chose zero-copy
+ * (host H, 2026-12-02, ab.sh 9 pairs against ch3:nemesis: ring 0.71, 0.78,
+ * 1.09; zero-copy 1.22, 1.07, 0.98 at 64, 128, 256 KiB; docs/results/shm.md). */
+#define RDMA_ZCOPY_MIN_VERBS 32768
+#define RDMA_ZCOPY_MIN_SHM 262144
+
 static rdma_status_t rdma_zc_config_get(zc_config_t * zc, char *msg, size_t len)
 {
     rdma_status_t st = RDMA_OK;
@@ -579,12 +592,17 @@ static rdma_status_t rdma_zc_config_get(zc_config_t * zc, char *msg, size_t len)
 
     CVAR_CHECK(!strcmp(p, "auto") || !strcmp(p, "copy") || !strcmp(p, "zcopy"),
                "MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=%s: allowed auto, copy or zcopy", p);
-    CVAR_IN(MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD, 1024, 1073741824, "1024..1073741824");
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD == -1 ||
+               (MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD >= 1024 &&
+                MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD <= 1073741824),
+               "MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=%d: allowed -1 (auto) or 1024..1073741824",
+               MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD);
     CVAR_CHECK(MPIR_CVAR_CH3_RDMA_CMA_SPLIT == 0 || (MPIR_CVAR_CH3_RDMA_CMA_SPLIT >= 65536 &&
                                                       MPIR_CVAR_CH3_RDMA_CMA_SPLIT <= 1073741824),
                "MPIR_CVAR_CH3_RDMA_CMA_SPLIT=%d: allowed 0 or 65536..1073741824",
                MPIR_CVAR_CH3_RDMA_CMA_SPLIT);
-    zc->threshold = MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD;
+    zc->threshold = MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD < 0 ? RDMA_ZCOPY_MIN_VERBS
+        : (size_t) MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD;
     zc->split_min = (size_t) MPIR_CVAR_CH3_RDMA_CMA_SPLIT;
     zc->mode = !strcmp(p, "copy") ? ZC_MODE_COPY : !strcmp(p, "zcopy") ? ZC_MODE_ZCOPY
         : ZC_MODE_AUTO;
@@ -627,6 +645,9 @@ rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, si
         goto fn_fail;
     cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
     cfg->link[RDMA_XP_VERBS].zc.eager_min = cfg->verbs.eager_reg_uses ? FREQ_MIN_LEN : 0;
+    cfg->rma_cma_min = cfg->link[RDMA_XP_SHM].zc.threshold;
+    if (MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD < 0)
+        cfg->link[RDMA_XP_SHM].zc.threshold = RDMA_ZCOPY_MIN_SHM;
     st = rdma_ring_check(cfg, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

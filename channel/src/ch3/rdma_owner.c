@@ -31,31 +31,23 @@ static rdma_status_t rdma_owner_card_of(void *arg, int rank, char *buf, size_t l
     return rdma_say(buf, len, RDMA_ERR_PEER, "no business card for rank %d", rank);
 }
 
-/* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), known for the
- * job's VCs once the transports are open, for the others once READY (CH3's
- * own before).  auto: where large parts go through the ring, a message up
- * to RDMA_EAGER_MAX_RING skips CH3's RTS/CTS: the ring's copy moves it
- * either way, and a round trip less was 14% of 128 KiB and 5% of 256 KiB
- * on shm (host H, 2026-12-02, npb-scripts/ab.sh, 9 pairs; no change from
- * 512 KiB).  Not where the channel's rendezvous pulls them: a message that
- * arrives before its receive would be pulled into a buffer CH3 allocates
- * (1.84x the time of 256 KiB in a ping-pong, CMA), where CH3's RTS waits
- * and the pull lands in the user's buffer. */
-#define RDMA_EAGER_MAX_RING (1 << 20)
+/* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), set for the
+ * job's VCs once the transports are open, for the others once READY.  It
+ * stays CH3's unless set: skipping CH3's RTS/CTS cut 14% of a 128 KiB
+ * ping-pong through the ring (host H, 2026-12-02), but a message that
+ * arrives before its receive goes into a buffer CH3 mallocs and frees, and
+ * in a stream of them glibc trimmed and regrew its heap per message: 64
+ * messages in flight of 128 KiB-1 MiB moved 1-2.4 GB/s against 17-22
+ * with CH3's RTS (mpi_bench --tests bw, half the runs), page faults on
+ * fresh pages all the time.  Where the channel pulls large parts, the
+ * pull would also land in that buffer and be copied again (1.84x the
+ * time of 256 KiB in a ping-pong, CMA). */
 void MPIDI_CH3I_RDMA_eager_set(MPIDI_VC_t * vc)
 {
-    const rdma_link_t *l = MPIDI_CH3I_link(vc);
-    const rdma_chan_config_t *cfg = &MPIDI_CH3I_chan.cfg;
-    const int ch3 = MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE;
-    int m = cfg->eager_max, k = rdma_chan_over_wire(l) ? RDMA_XP_VERBS : RDMA_XP_SHM;
+    const int m = MPIDI_CH3I_chan.cfg.eager_max;
 
-    if (!l->xc.ops)
-        return;
-    if (m < 0)
-        m = cfg->link[k].zc.mode == ZC_MODE_COPY ? RDMA_EAGER_MAX_RING : 0;
-    if (m > 0)
-        m += (int) sizeof(MPIDI_CH3_Pkt_eager_send_t);      /* CH3 counts its header */
-    vc->eager_max_msg_sz = m == 0 || (cfg->eager_max < 0 && m < ch3) ? ch3 : m;
+    if (m > 0)                  /* CH3 counts its header */
+        vc->eager_max_msg_sz = m + (int) sizeof(MPIDI_CH3_Pkt_eager_send_t);
 }
 
 static void rdma_owner_ready(void *arg, rdma_link_t * l)

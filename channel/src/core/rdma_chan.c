@@ -697,9 +697,10 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
      * ring frame for small ones (about 2.5 us against 1.4 us for nemesis'
      * message at 8 B on host H), and slower than the ring's copy where the
      * large-message probe chose copy.  So it follows the large-message
-     * policy of the link (LARGE_PROTOCOL, ZCOPY_THRESHOLD).  An RDMA write
-     * or read wins at every size. */
-    if (!rdma_chan_over_wire(l) && (l->zc.cfg.mode == ZC_MODE_COPY || len < l->zc.cfg.threshold))
+     * policy of the link (LARGE_PROTOCOL; ZCOPY_THRESHOLD, 32 KiB when
+     * auto: no rendezvous to pay for).  An RDMA write or read wins at
+     * every size. */
+    if (!rdma_chan_over_wire(l) && (l->zc.cfg.mode == ZC_MODE_COPY || len < ch->cfg.rma_cma_min))
         return RDMA_ERR_REFUSED;
     st = get ? r->get(l->xc.priv, local, len, raddr, peer->key[k], cookie, done)
         : r->put(l->xc.priv, local, len, raddr, peer->key[k], cookie, done);
