@@ -31,9 +31,9 @@ static rdma_status_t rdma_owner_card_of(void *arg, int rank, char *buf, size_t l
     return rdma_say(buf, len, RDMA_ERR_PEER, "no business card for rank %d", rank);
 }
 
-/* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), set for the
- * job's VCs once the transports are open, for the others once READY.  It
- * stays CH3's unless set: skipping CH3's RTS/CTS cut 14% of a 128 KiB
+/* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), set on the
+ * job's VCs at init and on the others once READY.  It stays CH3's unless
+ * set: skipping CH3's RTS/CTS cut 14% of a 128 KiB
  * ping-pong through the ring (host H, 2026-12-02), but a message that
  * arrives before its receive goes into a buffer CH3 mallocs and frees, and
  * in a stream of them glibc trimmed and regrew its heap per message: 64

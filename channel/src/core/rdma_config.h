@@ -20,8 +20,9 @@ typedef struct rdma_chan_config {
     rdma_transport_choice_t transport;
     rdma_link_config_t link[RDMA_XP_N]; /* pipe and rendezvous, per transport */
     rdma_verbs_params_t verbs;  /* the verbs transport's own (timeout: CONNECT_TIMEOUT) */
-    int eager_max;              /* EAGER_MAX: -1 auto, 0 CH3's, else bytes (rdma_owner.c) */
-    size_t rma_cma_min;         /* shm: direct one-sided operations from this size */
+    int eager_max;              /* EAGER_MAX: 0 CH3's, else bytes (rdma_owner.c) */
+    size_t rma_cma_min;         /* shm: direct one-sided operations from this size
+                                 * (ZCOPY_THRESHOLD, 32 KiB when -1) */
     /* progress */
     int poll_spins;             /* -1: auto (rdma_block.c: MPIDI_CH3I_RDMA_spins) */
     double ring_idle;           /* seconds without frames before a grown
