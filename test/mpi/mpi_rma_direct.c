@@ -20,6 +20,9 @@
  *    put to land before the next holder read.
  * 5. Accumulates and derived-datatype puts are sent as messages (counted
  *    by rdma_rma_messages, never as direct).
+ * 6. A dynamic window (MPI_Win_attach, addresses exchanged): lock_all +
+ *    flush puts and gets as in 1, direct where the peer shares our node
+ *    communicator (CMA needs no registration), messages across nodes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -78,15 +81,15 @@ static void counts(unsigned long long *now)
 
 /* Counted as it should: of the two operations of a kind, at least one
  * direct (the first to a target may carry the epoch's lock request, which
- * is a message), or none without DIRECT. */
-static long direct_ok(const unsigned long long *before, int j)
+ * is a message) if expect, else none. */
+static long direct_ok(const unsigned long long *before, int j, int expect)
 {
     unsigned long long d = pvar(j) - before[j];
 
-    if (expect_direct ? d >= 1 && d <= 2 : d == 0)
+    if (expect ? d >= 1 && d <= 2 : d == 0)
         return 0;
     fprintf(stderr, "rank %d: %s grew by %llu, expected %s\n", rank, pvar_names[j], d,
-            expect_direct ? "1 or 2" : "0");
+            expect ? "1 or 2" : "0");
     return 1;
 }
 
@@ -160,7 +163,7 @@ static long round_trip(int m, int round)
     }
     errs += bad_block(win_mem, n, prev, round) + bad_block(got, n, prev, round + 1);
     if (m != 3)
-        errs += direct_ok(before, V_PUT) + direct_ok(before, V_GET);
+        errs += direct_ok(before, V_PUT, expect_direct) + direct_ok(before, V_GET, expect_direct);
     MPI_Win_free(&win);
     MPI_Group_free(&pair);
     MPI_Group_free(&world);
@@ -229,6 +232,64 @@ static long messages(void)
     return errs;
 }
 
+/* Is world rank r in our node communicator? */
+static int on_node(int r)
+{
+    MPI_Comm node;
+    MPI_Group world, g;
+    int in;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Comm_group(node, &g);
+    MPI_Group_translate_ranks(world, 1, &r, g, &in);
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
+    MPI_Comm_free(&node);
+    return in != MPI_UNDEFINED;
+}
+
+/* Check 6: a dynamic window, the absolute addresses exchanged. */
+static long dynamic(void)
+{
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size, n = BLOCK / 8;
+    double *mem = calloc(2 * n, sizeof(double)), src[BLOCK / 8], got[BLOCK / 8];
+    MPI_Aint *addr = malloc(size * sizeof(MPI_Aint));
+    unsigned long long before[3];
+    int near_next = on_node(next), near_prev = on_node(prev);
+    long errs = 0;
+    MPI_Win win;
+
+    pattern(mem + n, n, rank, 7);
+    pattern(src, n, rank, 6);
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_attach(win, mem, 2 * BLOCK);
+    MPI_Get_address(mem, &addr[rank]);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, addr, 1, MPI_AINT, MPI_COMM_WORLD);
+    counts(before);
+    MPI_Win_lock_all(0, win);
+    for (int h = 0; h < 2; h++) {
+        MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, addr[next] + h * BLOCK / 2, n / 2,
+                MPI_DOUBLE, win);
+        MPI_Win_flush(next, win);
+    }
+    for (int h = 0; h < 2; h++) {
+        MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, addr[prev] + BLOCK + h * BLOCK / 2,
+                n / 2, MPI_DOUBLE, win);
+        MPI_Win_flush(prev, win);
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    errs += bad_block(mem, n, prev, 6) + bad_block(got, n, prev, 7);
+    errs += direct_ok(before, V_PUT, expect_direct && near_next)
+        + direct_ok(before, V_GET, expect_direct && near_prev);
+    MPI_Win_detach(win, mem);
+    MPI_Win_free(&win);
+    free(addr);
+    free(mem);
+    return errs;
+}
+
 int main(int argc, char **argv)
 {
     static const char *mode[] = { "lock_all + flush", "fence", "PSCW" };
@@ -248,6 +309,8 @@ int main(int argc, char **argv)
            "puts and gets land");
     report(locked_counter(), "exclusive-lock counter: every unlock waits for its put");
     report(messages(), "accumulate and strided put: sent as messages, counted");
+    report(dynamic(), "MPI_Win_create_dynamic, lock_all + flush: puts and gets land, direct "
+           "to ranks of the node communicator only");
     if (rank == 0)
         printf("1..%d\n", ntests);
     MPI_T_pvar_session_free(&ses);

@@ -7,26 +7,29 @@
 # and direct operations (mpi_rma_direct: contiguous puts and gets into
 # MPI_Win_create windows go by CMA, counted by the pvars, with every
 # synchronisation's completion rule; the stress runs them too).  On a node
-# direct operations follow the large-message policy (rdma_chan_rma): CMA
-# and a 1 KiB threshold are forced here so that the 2 KiB ones go direct.
+# direct operations are CMA only from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN (off by
+# default, rdma_chan_rma): 1 KiB is set here so that the 2 KiB ones go
+# direct, in MPI_Win_create and dynamic windows, and in the 3-rank stress.
 # CH3RDMA_RMA_SECONDS per stress run (default 10).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 7
+plan 8
 mpi_setup
 T=${CH3RDMA_RMA_SECONDS:-10}
 expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (stores through shared_query seen by the owner)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
 expect_output 0 '^ok 5 ' "the same with 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_shm_win"
-CMA="MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024"
-expect_output 0 '^1\.\.6$' "direct puts and gets (CMA into MPI_Win_create windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted" -- \
+CMA="MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024"
+expect_output 0 '^1\.\.7$' "direct puts and gets (CMA into MPI_Win_create and dynamic windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted" -- \
     env $CMA "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.6$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.6$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
+expect_output 0 '^1\.\.7$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.7$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
     env $CMA MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
+expect_output 0 '^1\.\.7$' "RMA_CMA_MIN unset: on the node every operation is a message (the target's split copy is faster)" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 EXPECT_TIMEOUT=$((T * 4 + 120))
 expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_stress" "$T"
-expect_output 0 '^1\.\.24$' "RMA stress $T s, 3 ranks (oversubscribed)" -- \
-    "$P/bin/mpiexec" -n 3 "$W/mpi_rma_stress" "$T"
+expect_output 0 '^1\.\.24$' "RMA stress $T s, 3 ranks (oversubscribed), direct CMA from 1 KiB" -- \
+    env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_stress" "$T"
 done_testing

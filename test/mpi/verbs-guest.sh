@@ -120,13 +120,12 @@ expect_output 1 'shared window: no shared memory \(MPIR_CVAR_CH3_RDMA_TRANSPORT=
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 # Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node
-expect_output 0 '^1\.\.6$' "2 nodes: puts and gets as RDMA writes and reads, every sync mode, exclusive-lock counter (each unlock waits for its write)" -- \
+expect_output 0 '^1\.\.7$' "2 nodes: puts and gets as RDMA writes and reads, every sync mode, exclusive-lock counter (each unlock waits for its write)" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.6$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
+expect_output 0 '^1\.\.7$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.6$' "2 nodes x 2 ranks: RDMA across, CMA (forced, 1 KiB threshold) on each node" -- \
-    env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD=1024 \
-    "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.7$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only" -- \
+    env MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024 "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy MPIR_CVAR_CH3_RDMA_VERBOSE=1 \

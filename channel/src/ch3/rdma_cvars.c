@@ -377,6 +377,22 @@ cvars:
         the pinned-memory cap) instead of registering the user's buffer
         through the cache; 0: never; else 1..65536.
 
+    - name        : MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN
+      category    : CH3_RDMA
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        On a node, a contiguous MPI_Put or MPI_Get of at least this many
+        bytes into a window over user memory (MPI_Win_create, dynamic)
+        is one process_vm_writev/readv, without the target's CPU; 0
+        (default): never, such operations are active messages, whose
+        large parts the target pulls with a copy split over both
+        processes' cores, twice as fast where the target is in MPI;
+        else 1..1073741824.
+
     - name        : MPIR_CVAR_CH3_RDMA_EAGER_MAX
       category    : CH3_RDMA
       type        : int
@@ -549,6 +565,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_REG_USES, -1, 1000000, "-1 (auto), 0 (never) or 1..1000000");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX, 0, 65536, "0 (never) or 1..65536 (bytes)");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN, 0, 1073741824, "0 (never) or 1..1073741824 (bytes)");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_EAGER_MAX, 0, 1073741824, "0 (CH3's) or "
             "1..1073741824 (bytes)");
     cfg->transport = !strcmp(t, "shm") ? RDMA_TRANSPORT_SHM : !strcmp(t, "verbs")
@@ -565,6 +582,8 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->verbs.reg_helper = MPIR_CVAR_CH3_RDMA_REG_HELPER;
     cfg->verbs.eager_reg_uses = MPIR_CVAR_CH3_RDMA_EAGER_REG_USES;
     cfg->verbs.rma_bcopy_max = (size_t) MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX;
+    cfg->rma_cma_min = MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN ? (size_t) MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN
+        : SIZE_MAX;
     cfg->eager_max = MPIR_CVAR_CH3_RDMA_EAGER_MAX;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->ring_idle = MPIR_CVAR_CH3_RDMA_RING_IDLE;
@@ -645,7 +664,6 @@ rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, si
         goto fn_fail;
     cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
     cfg->link[RDMA_XP_VERBS].zc.eager_min = cfg->verbs.eager_reg_uses ? FREQ_MIN_LEN : 0;
-    cfg->rma_cma_min = cfg->link[RDMA_XP_SHM].zc.threshold;
     if (MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD < 0)
         cfg->link[RDMA_XP_SHM].zc.threshold = RDMA_ZCOPY_MIN_SHM;
     st = rdma_ring_check(cfg, msg, len);

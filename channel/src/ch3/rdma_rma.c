@@ -2,14 +2,18 @@
  * rdma_rma.c -- one-sided operations without the target's CPU: a
  * contiguous MPI_Put or MPI_Get of a predefined type goes as one RDMA write
  * or read (verbs), or one process_vm_writev/readv (CMA, a window over user
- * memory on this node), instead of a CH3 message the target must handle.
+ * memory on this node, from RMA_CMA_MIN bytes: rdma_chan_rma), instead of
+ * a CH3 message the target must handle.
  *
  * Windows.  Every window's memory is exposed at creation over the open
  * transports (rdma_chan_win_expose: verbs registers it through the window
  * registration cache, under the pinned-memory cap) and every rank's keys
- * are gathered (one allgather beside CH3's own, gather_info).  Dynamic
- * windows expose nothing (MPI_Win_attach has no channel hook): their
- * operations stay messages, as do those to a rank whose exposure failed.
+ * are gathered (one allgather beside CH3's own, gather_info).  A dynamic
+ * window exposes all of memory over the transports that register nothing
+ * (CMA on the node; MPI_Win_attach has no channel hook, and attached
+ * memory is the user's to keep attached while peers access it): between
+ * nodes its operations stay messages, as do those to a rank whose
+ * exposure failed.
  *
  * Operations.  CH3 has no per-operation hook, so the build patches one
  * into its issue loop (channel/patches/ch3-rma-direct.patch,
@@ -18,7 +22,8 @@
  * grant the lock first) or its end (rdma_rma_ends_epoch) stays a message.
  * It takes a PUT, PUT_IMMED or
  * GET whose origin and target types are predefined and contiguous and
- * whose target range lies in the target's window, and starts it
+ * whose target range lies in the target's window (any address in a
+ * dynamic one), and starts it
  * (rdma_chan_rma) with a request of its own; anything else, or a start
  * the transport refuses for now (queues, registration limits), stays a
  * message (counted: rdma_rma_messages).
@@ -90,8 +95,8 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
         goto fn_exit;
     r = MPL_calloc(1, sizeof(*r) + (size_t) n * sizeof(r->keys[0]), MPL_MEM_RMA);
     MPIR_ERR_CHKANDJUMP(!r, mpi_errno, MPI_ERR_OTHER, "**nomem");
-    if (win->create_flavor != MPI_WIN_FLAVOR_DYNAMIC)
-        rdma_chan_win_expose(&MPIDI_CH3I_chan, base, (size_t) size, &r->self, &r->wh);
+    rdma_chan_win_expose(&MPIDI_CH3I_chan, base, win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC
+                         ? RDMA_CHAN_WIN_ALL : (size_t) size, &r->self, &r->wh);
     win->rma = r;
     mpi_errno = MPIR_Allgather(&r->self, sizeof(r->self), MPI_BYTE, r->keys, sizeof(r->self),
                                MPI_BYTE, comm, &errflag);
@@ -169,6 +174,8 @@ static int rdma_rma_direct_op(const MPIDI_RMA_Op_t * op, const MPIR_Win * win, i
     MPIR_Datatype_get_size_macro(op->origin_datatype, esize);
     o->len = (size_t) esize * (size_t) op->origin_count;
     o->local = op->origin_addr;
+    if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC)
+        return 1;               /* an absolute address in attached memory */
     return o->raddr >= base && o->raddr - base <= size && o->len <= size - (o->raddr - base);
 }
 

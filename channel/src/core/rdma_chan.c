@@ -662,7 +662,8 @@ void rdma_chan_win_expose(rdma_chan_t * ch, void *addr, size_t len, rdma_chan_wk
     for (k = 0; k < RDMA_XP_N; k++) {
         const rdma_chan_xport_t *x = &ch->xp[k];
 
-        if (!x->xp || !x->ops->rma || !ch->owner.rma_done || len == 0)
+        if (!x->xp || !x->ops->rma || !ch->owner.rma_done || len == 0
+            || (len == RDMA_CHAN_WIN_ALL && !x->ops->rma->all_memory))
             continue;
         if (x->ops->rma->expose(x->xp, addr, len, &w->key[k], &h->h[k]) == RDMA_OK)
             w->ok |= 1u << k;
@@ -693,14 +694,14 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
     *done = 0;
     if (!r || l->xc.state != RDMA_CONN_READY || !(peer->ok & 1u << k))
         return RDMA_ERR_REFUSED;
-    /* On a node a direct operation is one CMA system call: dearer than a
-     * ring frame for small ones (about 2.5 us against 1.4 us for nemesis'
-     * message at 8 B on host H), and slower than the ring's copy where the
-     * large-message probe chose copy.  So it follows the large-message
-     * policy of the link (LARGE_PROTOCOL; ZCOPY_THRESHOLD, 32 KiB when
-     * auto: no rendezvous to pay for).  An RDMA write or read wins at
-     * every size. */
-    if (!rdma_chan_over_wire(l) && (l->zc.cfg.mode == ZC_MODE_COPY || len < ch->cfg.rma_cma_min))
+    /* On a node a direct operation is one CMA system call on one core: dearer
+     * than a ring frame for small ones, and for large ones slower than the
+     * active message, whose parts the target pulls with a copy split over
+     * both cores (host H: 1.4-2x the time from 1 MiB, a third to a half of
+     * the bandwidth from 32 KiB).  It pays only where the target computes
+     * outside MPI, so it waits for RMA_CMA_MIN.  An RDMA write or read wins
+     * at every size. */
+    if (!rdma_chan_over_wire(l) && len < ch->cfg.rma_cma_min)
         return RDMA_ERR_REFUSED;
     st = get ? r->get(l->xc.priv, local, len, raddr, peer->key[k], cookie, done)
         : r->put(l->xc.priv, local, len, raddr, peer->key[k], cookie, done);

@@ -278,7 +278,8 @@ void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
 
 /* One-sided operations on window memory (rdma_xport_rma_ops_t).
  * win_expose makes [addr, addr+len) accessible over every open transport
- * that has them; *w (plain data, the same size everywhere) is what the
+ * that has them (len RDMA_CHAN_WIN_ALL: all of this process's memory, a
+ * dynamic window's, over the transports that register nothing); *w (plain data, the same size everywhere) is what the
  * peers need (the owner sends it to them), *h what unexpose needs.  A
  * transport that cannot expose (limits, said once in ch->msg) is left out
  * of w->ok: the peers it serves use messages.
@@ -294,6 +295,7 @@ typedef struct rdma_chan_wkey {
     uint32_t ok;                /* bit k: exposed over transport k */
     uint32_t pad;
 } rdma_chan_wkey_t;
+#define RDMA_CHAN_WIN_ALL ((size_t) -1)
 typedef struct rdma_chan_wh {
     void *h[RDMA_XP_N];
 } rdma_chan_wh_t;

@@ -22,7 +22,7 @@ typedef struct rdma_chan_config {
     rdma_verbs_params_t verbs;  /* the verbs transport's own (timeout: CONNECT_TIMEOUT) */
     int eager_max;              /* EAGER_MAX: 0 CH3's, else bytes (rdma_owner.c) */
     size_t rma_cma_min;         /* shm: direct one-sided operations from this size
-                                 * (ZCOPY_THRESHOLD, 32 KiB when -1) */
+                                 * (RMA_CMA_MIN; SIZE_MAX: never) */
     /* progress */
     int poll_spins;             /* -1: auto (rdma_block.c: MPIDI_CH3I_RDMA_spins) */
     double ring_idle;           /* seconds without frames before a grown

@@ -233,6 +233,7 @@ typedef struct rdma_xport_rma_ops {
                           void *cookie, int *done);
     rdma_status_t (*get) (void *ctx, void *dst, size_t len, uint64_t raddr, uint64_t key,
                           void *cookie, int *done);
+    int all_memory;
 } rdma_xport_rma_ops_t;
 
 struct rdma_xport_ops {

@@ -237,5 +237,5 @@ void rdma_verbs_rma_fail(rdma_verbs_conn_t * vc)
 }
 
 const rdma_xport_rma_ops_t rdma_verbs_rma_ops = {
-    rdma_verbs_win_expose, rdma_verbs_win_unexpose, rdma_verbs_rma_put, rdma_verbs_rma_get
+    rdma_verbs_win_expose, rdma_verbs_win_unexpose, rdma_verbs_rma_put, rdma_verbs_rma_get, 0
 };
