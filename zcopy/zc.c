@@ -117,6 +117,10 @@ static int zc_candidate(zc_conn_t * z, const struct iovec *e)
         return e->iov_base == z->tx.addr && e->iov_len == z->tx.len;
     if (e->iov_len < z->cfg.threshold || (const char *) e->iov_base + e->iov_len == z->copy_end)
         return 0;
+    if (z->keep) {
+        zc_copy_note(z, e);
+        return 0;
+    }
     if (!z->ops || z->cfg.mode == ZC_MODE_COPY || z->refused || z->backoff) {
         z->backoff -= z->backoff > 0;
         zc_copy_note(z, e);

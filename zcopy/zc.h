@@ -165,7 +165,9 @@ typedef struct zc_conn {
     } rx;
     const char *copy_end;       /* end of the entry the ring is copying */
     size_t put_small_max;       /* zc_put_small: puts below this size */
-    int refused;                /* the peer cannot pull: copy from now on */
+    unsigned char refused;      /* the peer cannot pull: copy from now on */
+    unsigned char keep;         /* the caller's current zc_putv goes through
+                                 * the ring whatever the entries' sizes */
     unsigned win_n, win_hits, backoff;
     zc_stats_t stats;
 } zc_conn_t;

@@ -59,6 +59,14 @@ typedef struct MPIDI_CH3I_VC {
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
 
+/* Per-request channel state (ch3_send.c): set when the request's iov first
+ * meets the pipe, read when its queued rest goes on. */
+typedef struct MPIDI_CH3I_Request {
+    int ring;                   /* its data keeps to the ring: an accumulate */
+} MPIDI_CH3I_Request;
+
+#define MPIDI_CH3_REQUEST_DECL MPIDI_CH3I_Request ch;
+
 typedef struct MPIDI_CH3I_Progress_state {
     int completion_count;
 } MPIDI_CH3I_Progress_state;

@@ -453,6 +453,14 @@ static void test_modes(void)
        "mode copy: never exposes");
     ok(FA.z.stats.copy_by_log2[15] == 1, "decision counted under 2^15");
 
+    setup(16384, 4096, ZC_MODE_ZCOPY);
+    FA.z.keep = 1;
+    ok(xfer_run(&FA, &FB, 50000, NULL) && FA.exposed == 0 && FA.z.stats.copy_msgs == 1
+       && FA.z.stats.zc_msgs == 0, "keep: an entry above the threshold takes the ring");
+    FA.z.keep = 0;
+    ok(xfer_run(&FA, &FB, 50000, NULL) && FA.exposed == 1 && FA.z.stats.zc_msgs == 1,
+       "keep cleared: the next one goes zero-copy");
+
     setup(16384, 4096, ZC_MODE_AUTO);
     FA.hit = 0;
     for (i = 0; i < ZC_AUTO_WINDOW; i++)

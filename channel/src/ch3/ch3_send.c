@@ -86,6 +86,26 @@ static int req_sent(MPIDI_VC_t * vc, MPIR_Request * sreq, int *complete)
     return fn(vc, sreq, complete);
 }
 
+/* An accumulate's data (a stream unit of at most 256 KiB, which the target
+ * reduces as it arrives) keeps to the ring: rdma_chan_putv_ring. */
+static inline int ring_only(const void *pkt)
+{
+    const MPIDI_CH3_Pkt_t *p = pkt;
+
+    return p->type == MPIDI_CH3_PKT_ACCUMULATE || p->type == MPIDI_CH3_PKT_GET_ACCUM;
+}
+
+/* put_datav, through the ring whatever the sizes if ring. */
+static inline int put_iov(MPIDI_VC_t * vc, int ring, struct iovec *iov, int n, size_t * nb)
+{
+    rdma_status_t st;
+
+    if (likely(!ring))
+        return MPIDI_CH3I_RDMA_put_datav(vc, iov, n, nb);
+    st = rdma_chan_putv_ring(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), iov, n, nb);
+    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
+}
+
 /* Queue the unsent rest of iov (nb bytes sent) in sreq, or in a new
  * request returned in *sreq_out (sreq NULL: iStartMsg's). */
 static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *iov, int n,
@@ -98,6 +118,7 @@ static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *
         MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
         MPIR_Object_set_ref(sreq, 2);
         sreq->dev.OnDataAvail = NULL;
+        sreq->ch.ring = ring_only(iov[0].iov_base);
         *sreq_out = sreq;
     }
     req_save_iov(sreq, iov, n, nb, hdr);
@@ -154,7 +175,7 @@ int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_ou
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     if (likely(vc->ch.sendq_head == NULL)) {
-        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, iov, n, &nb);
+        mpi_errno = put_iov(vc, ring_only(iov[0].iov_base), iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == total)
             goto fn_exit;
@@ -176,10 +197,11 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
 
     if (unlikely(owes(iov[0].iov_base)))
         MPIDI_CH3I_Owed_pkt(vc, iov[0].iov_base);
+    sreq->ch.ring = ring_only(iov[0].iov_base);
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     while (vc->ch.sendq_head == NULL) {
-        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, iov, n, &nb);
+        mpi_errno = put_iov(vc, sreq->ch.ring, iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb < total)
             break;
@@ -321,7 +343,7 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
             *progressed = TRUE;
             continue;
         }
-        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, sreq->dev.iov, sreq->dev.iov_count, &nb);
+        mpi_errno = put_iov(vc, sreq->ch.ring, sreq->dev.iov, sreq->dev.iov_count, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == 0)
             break;

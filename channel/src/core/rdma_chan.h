@@ -231,6 +231,21 @@ static inline int rdma_chan_over_wire(const rdma_link_t * l)
     return l->xc.ops && l->xc.ops->wire;
 }
 
+/* rdma_chan_putv through the ring whatever the sizes, on shared memory:
+ * for data its receiver processes as each part arrives (an accumulate's
+ * stream unit), where a rendezvous per part only delays it.  Over the
+ * wire the rendezvous stays (not measured there). */
+static inline rdma_status_t rdma_chan_putv_ring(rdma_chan_t * ch, rdma_link_t * l,
+                                                const struct iovec *iov, int n, size_t *nbytes)
+{
+    rdma_status_t st;
+
+    l->zc.keep = !rdma_chan_over_wire(l);
+    st = rdma_chan_putv(ch, l, iov, n, nbytes);
+    l->zc.keep = 0;
+    return st;
+}
+
 static inline rdma_status_t rdma_chan_consume(rdma_chan_t * ch, rdma_link_t * l, size_t n)
 {
     rdma_status_t st = rdma_link_consume(l, n);
