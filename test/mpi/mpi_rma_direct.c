@@ -93,20 +93,21 @@ static long direct_ok(const unsigned long long *before, int j, int expect)
     return 1;
 }
 
-/* The block as two puts and the peer's as two gets; flush 1: each
- * flushed, so that the lock carried by the first is granted when the
- * second is issued (a direct operation never carries a lock request or an
- * epoch's end); 2: one flush after each pair. */
+/* The block as two puts from target displacement pd and the peer's as two
+ * gets from gd, the second half of each half a block (half) further on;
+ * flush 1: each flushed, so that the lock carried by the first is granted
+ * when the second is issued (a direct operation never carries a lock
+ * request or an epoch's end); 2: one flush after each pair. */
 static void put_get(const double *src, double *got, int n, int next, int prev, MPI_Win win,
-                    int flush)
+                    int flush, MPI_Aint pd, MPI_Aint gd, MPI_Aint half)
 {
     for (int h = 0; h < 2; h++) {
-        MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, h * n / 2, n / 2, MPI_DOUBLE, win);
+        MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, pd + h * half, n / 2, MPI_DOUBLE, win);
         if (flush == 1 || (flush == 2 && h == 1))
             MPI_Win_flush(next, win);
     }
     for (int h = 0; h < 2; h++) {
-        MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, n + h * n / 2, n / 2, MPI_DOUBLE, win);
+        MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, gd + h * half, n / 2, MPI_DOUBLE, win);
         if (flush == 1 || (flush == 2 && h == 1))
             MPI_Win_flush(prev, win);
     }
@@ -147,17 +148,17 @@ static long round_trip(int m, int round)
     counts(before);
     if (m == 0 || m == 3) {
         MPI_Win_lock_all(0, win);
-        put_get(src, got, n, next, prev, win, m == 0 ? 1 : 2);
+        put_get(src, got, n, next, prev, win, m == 0 ? 1 : 2, 0, n, n / 2);
         MPI_Win_unlock_all(win);
         MPI_Barrier(MPI_COMM_WORLD);
     } else if (m == 1) {
         MPI_Win_fence(0, win);
-        put_get(src, got, n, next, prev, win, 0);
+        put_get(src, got, n, next, prev, win, 0, 0, n, n / 2);
         MPI_Win_fence(0, win);
     } else {
         MPI_Win_post(pair, 0, win);
         MPI_Win_start(pair, 0, win);
-        put_get(src, got, n, next, prev, win, 0);
+        put_get(src, got, n, next, prev, win, 0, 0, n, n / 2);
         MPI_Win_complete(win);
         MPI_Win_wait(win);
     }
@@ -268,16 +269,7 @@ static long dynamic(void)
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, addr, 1, MPI_AINT, MPI_COMM_WORLD);
     counts(before);
     MPI_Win_lock_all(0, win);
-    for (int h = 0; h < 2; h++) {
-        MPI_Put(src + h * n / 2, n / 2, MPI_DOUBLE, next, addr[next] + h * BLOCK / 2, n / 2,
-                MPI_DOUBLE, win);
-        MPI_Win_flush(next, win);
-    }
-    for (int h = 0; h < 2; h++) {
-        MPI_Get(got + h * n / 2, n / 2, MPI_DOUBLE, prev, addr[prev] + BLOCK + h * BLOCK / 2,
-                n / 2, MPI_DOUBLE, win);
-        MPI_Win_flush(prev, win);
-    }
+    put_get(src, got, n, next, prev, win, 1, addr[next], addr[prev] + BLOCK, BLOCK / 2);
     MPI_Win_unlock_all(win);
     MPI_Barrier(MPI_COMM_WORLD);
     errs += bad_block(mem, n, prev, 6) + bad_block(got, n, prev, 7);

@@ -95,17 +95,6 @@ static inline int ring_only(const void *pkt)
     return p->type == MPIDI_CH3_PKT_ACCUMULATE || p->type == MPIDI_CH3_PKT_GET_ACCUM;
 }
 
-/* put_datav, through the ring whatever the sizes if ring. */
-static inline int put_iov(MPIDI_VC_t * vc, int ring, struct iovec *iov, int n, size_t * nb)
-{
-    rdma_status_t st;
-
-    if (likely(!ring))
-        return MPIDI_CH3I_RDMA_put_datav(vc, iov, n, nb);
-    st = rdma_chan_putv_ring(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), iov, n, nb);
-    return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
-}
-
 /* Queue the unsent rest of iov (nb bytes sent) in sreq, or in a new
  * request returned in *sreq_out (sreq NULL: iStartMsg's). */
 static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *iov, int n,
@@ -175,7 +164,7 @@ int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_ou
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     if (likely(vc->ch.sendq_head == NULL)) {
-        mpi_errno = put_iov(vc, ring_only(iov[0].iov_base), iov, n, &nb);
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, ring_only(iov[0].iov_base), iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == total)
             goto fn_exit;
@@ -201,7 +190,7 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     while (vc->ch.sendq_head == NULL) {
-        mpi_errno = put_iov(vc, sreq->ch.ring, iov, n, &nb);
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, sreq->ch.ring, iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb < total)
             break;
@@ -343,7 +332,8 @@ int MPIDI_CH3I_Send_progress(MPIDI_VC_t * vc, int *progressed)
             *progressed = TRUE;
             continue;
         }
-        mpi_errno = put_iov(vc, sreq->ch.ring, sreq->dev.iov, sreq->dev.iov_count, &nb);
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, sreq->ch.ring, sreq->dev.iov, sreq->dev.iov_count,
+                                              &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == 0)
             break;

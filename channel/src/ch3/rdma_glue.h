@@ -54,12 +54,15 @@ void MPIDI_CH3I_RDMA_dead_why(MPIDI_VC_t * vc, char *why, size_t len) __attribut
 
 /* Put up to the iov total into vc's pipe; *nbytes = bytes accepted (0 while
  * the connection is being made, the ring is full or the peer is still
- * pulling a large part: zc.h).  Inline: the small-message path runs down
- * to rb_pipe_put_small in the caller's code (docs/design.md, Layers). */
-static inline int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, struct iovec *iov, int n,
+ * pulling a large part: zc.h); ring: through the ring whatever the sizes
+ * (rdma_chan_putv_ring).  Inline: the small-message path runs down to
+ * rb_pipe_put_small in the caller's code (docs/design.md, Layers). */
+static inline int MPIDI_CH3I_RDMA_put_datav(MPIDI_VC_t * vc, int ring, struct iovec *iov, int n,
                                             size_t * nbytes)
 {
-    rdma_status_t st = rdma_chan_putv(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), iov, n, nbytes);
+    rdma_link_t *l = MPIDI_CH3I_link(vc);
+    rdma_status_t st = unlikely(ring) ? rdma_chan_putv_ring(&MPIDI_CH3I_chan, l, iov, n, nbytes)
+        : rdma_chan_putv(&MPIDI_CH3I_chan, l, iov, n, nbytes);
 
     return st == RDMA_OK ? MPI_SUCCESS : MPIDI_CH3I_RDMA_errno(vc, st);
 }

@@ -294,8 +294,9 @@ void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
 /* One-sided operations on window memory (rdma_xport_rma_ops_t).
  * win_expose makes [addr, addr+len) accessible over every open transport
  * that has them (len RDMA_CHAN_WIN_ALL: all of this process's memory, a
- * dynamic window's, over the transports that register nothing); *w (plain data, the same size everywhere) is what the
- * peers need (the owner sends it to them), *h what unexpose needs.  A
+ * dynamic window's, over the transports that register nothing); *w
+ * (plain data, the same size everywhere) is what the peers need (the
+ * owner sends it to them), *h what unexpose needs.  A
  * transport that cannot expose (limits, said once in ch->msg) is left out
  * of w->ok: the peers it serves use messages.
  * rdma_chan_rma starts a put (get 0) or get of len bytes between local and
