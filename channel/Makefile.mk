@@ -24,6 +24,7 @@ noinst_HEADERS += \
     $(rdma_dir)/src/core/rdma_chan.h \
     $(rdma_dir)/src/core/rdma_config.h \
     $(rdma_dir)/src/core/rdma_link.h \
+    $(rdma_dir)/src/core/rdma_bufs.h \
     $(rdma_dir)/ringbuf/rb_pipe.h \
     $(rdma_dir)/ringbuf/rb_impl.h \
     $(rdma_dir)/ringbuf/rb_frame.h \
@@ -52,6 +53,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3/rdma_pvars.c \
     $(rdma_dir)/src/core/rdma_chan.c \
     $(rdma_dir)/src/core/rdma_chan_wait.c \
+    $(rdma_dir)/src/core/rdma_bufs.c \
     $(rdma_dir)/src/thread/rdma_thread.c \
     $(rdma_dir)/src/ch3/rdma_cvars.c \
     $(rdma_dir)/src/core/rdma_link.c \

@@ -4,6 +4,7 @@
 #ifndef MPIDI_CH3_PRE_H_INCLUDED
 #define MPIDI_CH3_PRE_H_INCLUDED
 
+#include <stddef.h>
 #include <stdint.h>
 
 #undef MPID_USE_SEQUENCE_NUMBERS
@@ -14,6 +15,14 @@
 typedef struct {
     int dummy;
 } MPIDI_CH3I_CH_comm_t;
+
+/* The buffers of messages that arrive before their receives
+ * (channel/patches/ch3-early-bufs.patch): kept for the next ones
+ * (src/ch3/rdma_owner.c, src/core/rdma_bufs.h). */
+void *MPIDI_CH3I_early_buf_alloc(size_t len);
+void MPIDI_CH3I_early_buf_free(void *p, size_t len);
+#define MPIDI_CH3_EARLY_BUF_ALLOC(sz_) MPIDI_CH3I_early_buf_alloc((size_t) (sz_))
+#define MPIDI_CH3_EARLY_BUF_FREE(p_, sz_) MPIDI_CH3I_early_buf_free((p_), (size_t) (sz_))
 
 /* The VC's link (rdma_link_t, src/core/rdma_link.h: transport connection,
  * pipe, rendezvous) held in place but opaque: MPICH's translation units see

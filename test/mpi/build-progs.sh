@@ -1,6 +1,6 @@
 # build-progs.sh -- sourced by the MPI tests after lib.sh.
 # mpi_setup: P = the ch3:rdma prefix, W = a scratch directory (removed on
-# exit) holding cpi and the test programs of test/mpi (mpi_check, mpi_large, mpi_eager,
+# exit) holding cpi and the test programs of test/mpi (mpi_check, mpi_large, mpi_eager, mpi_early,
 # mpi_stress, mpi_fork, mpi_ptracer, mpi_life, mpi_hot, mpi_pvars, mpi_spawn, mpi_port, mpi_fin,
 # mpi_waits, mpi_shm_win, mpi_rma_stress, mpi_rma_direct) built with P's mpicc, and no_cma (CMA
 # forbidden by seccomp, as in containers).
@@ -12,6 +12,7 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/mpi_check" "$TOP/test/mpi/mpi_check.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_large" "$TOP/test/mpi/mpi_large.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_eager" "$TOP/test/mpi/mpi_eager.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_early" "$TOP/test/mpi/mpi_early.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_stress" "$TOP/test/mpi/mpi_stress.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_fork" "$TOP/test/mpi/mpi_fork.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_ptracer" "$TOP/test/mpi/mpi_ptracer.c" &&

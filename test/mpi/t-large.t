@@ -5,7 +5,7 @@
 # which messages skip CH3's rendezvous (EAGER_MAX).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 27
+plan 31
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -84,9 +84,9 @@ expect_output 0 '^ok 6 ' "mpi_check (all-to-all windows) with zcopy, 4 ranks" --
 expect_output 0 '^ok 1 ' "fork()+exec and children writing into buffers in flight (all sizes)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_fork"
 # EAGER_MAX: by default CH3's limit (128 KiB), whatever the path: beyond
-# it CH3's RTS waits for the receive (a stream of early messages would go
-# through buffers CH3 allocates and frees per message).  Set, a message up
-# to it goes at once, its send done before the receive is posted.
+# it CH3's RTS waits for the receive (an early message is copied twice).
+# Set, a message up to it goes at once, its send done before the receive
+# is posted.
 E=MPIR_CVAR_CH3_RDMA_EAGER_MAX
 expect_output 0 '^eager 262144: waited, data ok$' \
     "256 KiB, copy path, default: CH3's rendezvous waits for the receive, data verified" -- \
@@ -103,6 +103,22 @@ expect_output 0 '^eager 262144: waited, data ok$' \
 expect_output 0 '^eager 4194304: early, data ok$' \
     "4 MiB, zcopy, EAGER_MAX=4194304: at once, pulled into CH3's buffer, data verified" -- \
     env $L=zcopy $E=4194304 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 4194304
+# Early messages are buffered whole in memory CH3 allocates and frees
+# (channel/patches/ch3-early-bufs.patch): the channel keeps those buffers
+# (EARLY_BUFS), so after the first round the receiver takes no page
+# faults for them (given back to malloc: one per 4 KiB, every round)
+expect_output 0 'max after the first [0-9]{1,2} of 1024 pages a round, data ok$' \
+    "64 early 64 KiB messages a round: no page faults after the first round, data verified" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_early" 65536 64 4
+expect_output 0 'max after the first [0-9]{1,2} of 8192 pages a round, data ok$' \
+    "32 early 1 MiB messages a round (EAGER_MAX=1048576, ring): kept too, no faults" -- \
+    env $L=copy $E=1048576 "$P/bin/mpiexec" -n 2 "$W/mpi_early" 1048576 32 4
+expect_output 0 'rank 1: early messages: 64 buffers allocated, 192 reused, 0 given back' \
+    "VERBOSE counts them: 64 allocated in the first round, reused in the three others" -- \
+    env $V "$P/bin/mpiexec" -n 2 "$W/mpi_early" 65536 64 4
+expect_output 0 'rank 1: early messages: 208 buffers allocated, 48 reused, 192 given back over the 1048576-byte cap' \
+    "EARLY_BUFS=1048576: 16 of the 64 buffers kept a round, 48 given back and allocated again" -- \
+    env $V MPIR_CVAR_CH3_RDMA_EARLY_BUFS=1048576 "$P/bin/mpiexec" -n 2 "$W/mpi_early" 65536 64 4
 expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or zcopy' \
     "bad protocol name is rejected with the allowed values" -- \
     env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"

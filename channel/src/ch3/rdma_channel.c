@@ -89,6 +89,7 @@ int MPIDI_CH3I_RDMA_init(MPIDI_PG_t * pg, int pg_rank)
                                RDMA_AT_INIT);
     MPIR_ERR_CHECK(mpi_errno);
     MPIDI_CH3I_RDMA_hello_init(pg, pg_rank);
+    MPIDI_CH3I_RDMA_early_init();
     for (i = 0; i < pg->size; i++)
         if (i != pg_rank)
             MPIDI_CH3I_RDMA_eager_set(&pg->vct[i]);
@@ -109,6 +110,7 @@ int MPIDI_CH3I_RDMA_finalize(void)
     rdma_status_t st;
 
     MPIDI_CH3I_RDMA_pvars_stop();
+    MPIDI_CH3I_RDMA_early_fini();
     st = MPIDI_CH3I_RDMA_pg ? rdma_chan_finalize(&MPIDI_CH3I_chan) : RDMA_OK;
 
     MPIDI_CH3I_ready_vcs = NULL;

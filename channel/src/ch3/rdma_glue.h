@@ -14,6 +14,7 @@
 
 #include "mpidi_ch3_impl.h"
 #include "rdma_chan.h"
+#include "rdma_bufs.h"
 
 _Static_assert(sizeof(rdma_link_t) == MPIDI_CH3I_LINK_BYTES,
                "MPIDI_CH3I_LINK_BYTES (mpidi_ch3_pre.h) is sizeof(rdma_link_t)");
@@ -119,6 +120,8 @@ extern char MPIDI_CH3I_RDMA_card[MPIDI_CH3I_RDMA_CARD_LEN];
 extern const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner;
 void MPIDI_CH3I_RDMA_hello_init(MPIDI_PG_t * pg, int pg_rank);
 void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc);
+void MPIDI_CH3I_RDMA_early_init(void);
+void MPIDI_CH3I_RDMA_early_fini(void);
 void MPIDI_CH3I_RDMA_eager_set(MPIDI_VC_t * vc);
 
 /* A failure of vc's link fails vc (ch3_fail.c: its requests complete with

@@ -2,7 +2,9 @@
  * rdma_owner.c -- what the channel core asks of CH3, its owner
  * (rdma_chan_owner_t): the link of a rank, a rank's business card, a link
  * that became READY (the ready list progress polls, CH3's accept queue) or
- * FAILED (ch3_fail.c), and the links to processes outside the job.
+ * FAILED (ch3_fail.c), and the links to processes outside the job.  And
+ * how CH3 meets early messages: the buffers that hold them, its eager
+ * limit per VC.
  *
  * Dynamic processes (spawn, connect/accept): VCs of other process groups
  * and CH3's temporary connect-to-root VCs are links outside the job
@@ -31,17 +33,74 @@ static rdma_status_t rdma_owner_card_of(void *arg, int rank, char *buf, size_t l
     return rdma_say(buf, len, RDMA_ERR_PEER, "no business card for rank %d", rank);
 }
 
+/* --- CH3's early messages: the buffers that hold them, its eager limit -- */
+
+/* EARLY_BUFS (rdma_bufs.h).  CH3 mallocs a buffer for each message that
+ * arrives before its receive and frees it once copied out.  glibc gave the
+ * top of its heap back to the kernel beyond 128 KiB free, so a stream of
+ * early messages faulted in every page again (mpi_early: 992 faults a
+ * round for 64 x 64 KiB; mpi_bench --tests bw at 64 KiB: 3.2 GB/s instead
+ * of 21 in 6 runs of 15, host H 2026-12-03).  Kept here they are reused;
+ * raising glibc's thresholds instead (mallopt) also moved the
+ * application's own buffers of 128 KiB-32 MiB to the heap, which made a
+ * CMA ping-pong over fresh ones 5-9% slower at 256-512 KiB.  Initialised
+ * in MPIDI_CH3I_RDMA_init before any message; the global critical section
+ * guards it, as CH3 holds it wherever it allocates or frees these. */
+static rdma_bufs_t rdma_early;
+
+static void *rdma_early_alloc(void *arg, size_t len)
+{
+    (void) arg;
+    return MPL_malloc(len, MPL_MEM_BUFFER);
+}
+
+static void rdma_early_release(void *arg, void *p, size_t len)
+{
+    (void) arg;
+    (void) len;
+    MPL_free(p);
+}
+
+void MPIDI_CH3I_RDMA_early_init(void)
+{
+    static const rdma_bufs_backend_t be = { rdma_early_alloc, rdma_early_release, NULL };
+
+    rdma_bufs_init(&rdma_early, MPIDI_CH3I_chan.cfg.early_bufs, &be);
+}
+
+/* At finalize: what the cache did (VERBOSE), then every buffer back. */
+void MPIDI_CH3I_RDMA_early_fini(void)
+{
+    const rdma_bufs_t *b = &rdma_early;
+
+    if (MPIDI_CH3I_chan.cfg.verbose && b->allocated)
+        fprintf(stderr, "[ch3:rdma] rank %d: early messages: %llu buffers allocated, %llu "
+                "reused, %llu given back over the %zu-byte cap\n", MPIDI_CH3I_chan.rank,
+                (unsigned long long) b->allocated, (unsigned long long) b->reused,
+                (unsigned long long) b->returned, b->cap);
+    rdma_bufs_fini(&rdma_early);
+}
+
+/* MPIDI_CH3_EARLY_BUF_ALLOC / _FREE (mpidi_ch3_pre.h). */
+void *MPIDI_CH3I_early_buf_alloc(size_t len)
+{
+    return rdma_bufs_get(&rdma_early, len);
+}
+
+void MPIDI_CH3I_early_buf_free(void *p, size_t len)
+{
+    rdma_bufs_put(&rdma_early, p, len);
+}
+
 /* CH3's eager limit on vc (MPIR_CVAR_CH3_RDMA_EAGER_MAX), set on the
  * job's VCs at init and on the others once READY.  It stays CH3's unless
- * set: skipping CH3's RTS/CTS cut 14% of a 128 KiB
- * ping-pong through the ring (host H, 2026-12-02), but a message that
- * arrives before its receive goes into a buffer CH3 mallocs and frees, and
- * in a stream of them glibc trimmed and regrew its heap per message: 64
- * messages in flight of 128 KiB-1 MiB moved 1-2.4 GB/s against 17-22
- * with CH3's RTS (mpi_bench --tests bw, half the runs), page faults on
- * fresh pages all the time.  Where the channel pulls large parts, the
- * pull would also land in that buffer and be copied again (1.84x the
- * time of 256 KiB in a ping-pong, CMA). */
+ * set.  Skipping CH3's RTS/CTS took 10-14% off a 128 KiB ping-pong through
+ * the ring, but a message that arrives before its receive is copied twice
+ * (into CH3's buffer, then out): with early buffers kept, 64 messages of
+ * 128 KiB in flight moved 0.87x the bytes of CH3's rendezvous, 13.8-22.8
+ * GB/s against a steady 21-23 (ab.sh, 15 pairs, host H 2026-12-03).
+ * Where the channel pulls large parts, the pull would also land in that
+ * buffer (1.84x the time of 256 KiB in a ping-pong, CMA). */
 void MPIDI_CH3I_RDMA_eager_set(MPIDI_VC_t * vc)
 {
     const int m = MPIDI_CH3I_chan.cfg.eager_max;

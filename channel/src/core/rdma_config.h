@@ -21,6 +21,8 @@ typedef struct rdma_chan_config {
     rdma_link_config_t link[RDMA_XP_N]; /* pipe and rendezvous, per transport */
     rdma_verbs_params_t verbs;  /* the verbs transport's own (timeout: CONNECT_TIMEOUT) */
     int eager_max;              /* EAGER_MAX: 0 CH3's, else bytes (rdma_owner.c) */
+    size_t early_bufs;          /* EARLY_BUFS: bytes of early-message buffers
+                                 * kept (rdma_bufs.h), 0: none */
     size_t rma_cma_min;         /* shm: direct one-sided operations from this size
                                  * (RMA_CMA_MIN; SIZE_MAX: never) */
     /* progress */
