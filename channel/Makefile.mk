@@ -72,6 +72,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_rma.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_eager.c \
     $(rdma_dir)/src/xport/verbs/rdma_verbs_grow.c \
+    $(rdma_dir)/src/xport/verbs/rdma_verbs_srq.c \
     $(rdma_dir)/ringbuf/rb_pipe.c \
     $(rdma_dir)/ringbuf/rb_rx.c \
     $(rdma_dir)/ringbuf/rb_grow.c \

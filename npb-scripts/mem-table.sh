@@ -11,22 +11,72 @@
 # only carried small messages, up to 2 x RING_SIZE + a page per peer whose
 # traffic grew its rings).
 #
+# With --verbs "2 4 8 16" it measures verbs instead (issue 68): each build of
+# --builds (default rdma; BUILD-variant:VAR=VAL adds settings) runs that many
+# ranks in the Soft-RoCE VM with the verbs transport forced, and the table gives
+# per process the driver memory (its mappings of the verbs device: queue pairs,
+# CQs, the shared receive queue) and the rings, then the slope per peer
+# (least squares over the counts).
+#
 #   mem-table.sh [--builds "rdma nemesis sock"] [--np "8 32 64"] [--iters 300]
 #                [--bytes 4096] [--project 128] [--peers 1000] [--out DIR] [--wait-builds]
+#   mem-table.sh --verbs "2 4 8 16" [--builds "rdma rdma-rq:MPIR_CVAR_CH3_RDMA_SRQ_SIZE=0"]
+#                [--iters 20] [--bytes 4096] [--out DIR]
 set -euo pipefail
 PROG=mem-table
 . "$(dirname "$0")/common.sh"
 
-# One run: LABEL NP -> "mem NP PSS_SUM PSS_MAX RSS_MAX" in OUT/LABEL.NP.txt.
+# One run: LABEL NP [verbs] -> "mem NP PSS_SUM PSS_MAX RSS_MAX RING_MAX DEVQ_MAX" in
+# OUT/LABEL.NP.txt, or with verbs, in the Soft-RoCE VM, verbs forced, in OUT/LABEL.verbs.NP.txt.
 measure() {
-    local label=$1 np=$2 base envs p bin
+    local label=$1 np=$2 base envs p bin run=() tag=""
     base=$(spec_build "$label") envs=$(spec_env "$label")
     p=$(prefix_of "$base" ${WAIT_BUILDS:+wait})
     bin=$(bench_binary "$base" "$p" mpi_mem)
-    log "$label, $np ranks"
+    [ -z "${3-}" ] || run=("$TOP/test/softroce/run-vm" --timeout 1500 -- env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs) tag=.verbs
+    log "$label${3:+ over verbs in the VM}, $np ranks"
     # shellcheck disable=SC2086  # envs: VAR=VAL words
-    env $envs timeout 1800 "$p/bin/mpiexec" -n "$np" "$bin" "$ITERS" "$BYTES" \
-        > "$OUT/$(spec_label "$label").$np.txt" 2>&1 || log "$label with $np ranks failed (see $OUT)"
+    "${run[@]}" env $envs timeout 1800 "$p/bin/mpiexec" -n "$np" "$bin" "$ITERS" "$BYTES" \
+        > "$OUT/$(spec_label "$label")$tag.$np.txt" 2>&1 || log "$label with $np ranks failed (see $OUT)"
+}
+
+# Column COL (6 rings, 7 driver memory; KiB, the largest rank's) of LABEL's verbs run at NP.
+verbs_kib() { awk -v c="$3" '$1 == "mem" { print $c }' "$OUT/$1.verbs.$2.txt" 2>/dev/null; }
+
+verbs_table() {
+    local np label l
+    printf '| ranks | peers |'
+    for label in $BUILDS; do l=$(spec_label "$label"); printf ' %s driver KiB | %s rings KiB |' "$l" "$l"; done; echo
+    printf '|---|---|'; for label in $BUILDS; do printf -- '---|---|'; done; echo
+    for np in $VERBS; do
+        printf '| %s | %s |' "$np" $((np - 1))
+        for label in $BUILDS; do
+            l=$(spec_label "$label")
+            printf ' %s | %s |' "$(verbs_kib "$l" "$np" 7)" "$(verbs_kib "$l" "$np" 6)"
+        done
+        echo
+    done
+    echo
+    for label in $BUILDS; do
+        l=$(spec_label "$label")
+        for np in $VERBS; do echo "$((np - 1)) $(verbs_kib "$l" "$np" 7)"; done |
+            awk -v l="$l" -v e="$(spec_env "$label")" 'NF == 2 { n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2 }
+                END { if (e != "") l = l " (" e ")"; d = n * sxx - sx * sx
+                    if (n < 2 || d == 0) { print "- " l ": too few points"; exit }
+                    b = (n * sxy - sx * sy) / d
+                    printf "- %s: driver memory %.1f KiB per peer + %.0f KiB (least squares)\n", l, b, (sy - b * sx) / n }'
+    done
+}
+
+verbs_main() {
+    local np label
+    for np in $VERBS; do for label in $BUILDS; do measure "$label" "$np" verbs; done; done
+    {
+        echo "Verbs memory per process after $ITERS all-to-alls of $BYTES B per peer, in the Soft-RoCE VM"
+        echo "(rxe; npb-scripts/progs/mpi_mem.c, largest rank; runs in $OUT):"
+        echo
+        verbs_table
+    } | tee "$OUT/report-verbs.md"
 }
 
 # Pss sum in MiB of LABEL at NP ("" if the run failed).
@@ -71,11 +121,17 @@ cvar_default() {
 }
 
 main() {
-    BUILDS="rdma nemesis sock" NP="8 32 64" ITERS=300 BYTES=4096 PROJECT=128 PEERS=1000 OUT="" WAIT_BUILDS="" HELP=""
-    parse_options "builds np iters bytes project peers out" "wait-builds help" "$@"
+    BUILDS="" NP="8 32 64" ITERS="" BYTES=4096 PROJECT=128 PEERS=1000 OUT="" WAIT_BUILDS="" HELP="" VERBS=""
+    parse_options "builds np iters bytes project peers out verbs" "wait-builds help" "$@"
     [ -z "$HELP" ] || usage
     OUT=${OUT:-$(default_out mem)}
     mkdir -p "$OUT"
+    if [ -n "$VERBS" ]; then
+        BUILDS=${BUILDS:-rdma} ITERS=${ITERS:-20}
+        verbs_main
+        return
+    fi
+    BUILDS=${BUILDS:-rdma nemesis sock} ITERS=${ITERS:-300}
     local np label ring init
     for np in $NP; do for label in $BUILDS; do measure "$label" "$np"; done; done
     ring=$(cvar_default RING_SIZE) init=$(cvar_default RING_INIT_SIZE)

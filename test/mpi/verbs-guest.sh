@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 46
+plan 48
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -64,6 +64,19 @@ mode_run verified "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 20 --max 10485
 r=$?
 ok $r "verbs forced, auto mode self-verifying on both connections: randomized stress, 20 s, sizes 0..1 MiB, 0 mismatches"
 [ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+# the receives of both connections come from one shared receive queue; at 16
+# (of 2 x 96 wanted) writes meet RNR NAKs and its limit event grows it
+mode_run verified MPIR_CVAR_CH3_RDMA_SRQ_SIZE=16 "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 10 --max 1048576
+srqs=$(grep -Ec "rank [01] -> [01]: verbs .* rq=[0-9]+\(srq\) " <<< "$out")
+grew=$(grep -Ec "rank [01] verbs: .*; srq: room (32|64|128|256), [1-9][0-9]* limit events, [1-9][0-9]* grows" <<< "$out")
+[[ $r -eq 0 && $srqs -eq 2 && $grew -ge 1 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
+r=$?
+ok $r "verbs forced, SRQ_SIZE=16: randomized stress, 10 s, both connections' receives in the shared queue ($srqs of 2), grown on its limit event ($grew of 2 ranks), 0 mismatches"
+[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+mode_run verified MPIR_CVAR_CH3_RDMA_SRQ_SIZE=0 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
+own=$(grep -Ec "rank [01] -> [01]: verbs .* rq=[0-9]+ " <<< "$out")
+[[ $r -eq 0 && $own -eq 2 ]] && grep -q '^1\.\.6' <<< "$out"
+ok $? "verbs forced, SRQ_SIZE=0: a receive queue per connection ($own of 2), mpi_check 0..256 KiB"
 # Flag polling (the pipe polls ring memory for the tail flag; what
 # vm-lat's "flag" rows measure), forced here with the test hook, on the
 # same data checks

@@ -147,6 +147,7 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     memset(prm, 0, sizeof(*prm));
     conform_vp = (rdma_verbs_params_t) {.device = conform_t->device, .gid_index = -1,
         .inline_size = sc->inline_size, .force_completion = sc->force_completion,
+        .srq_size = sc->srq > 0 ? (size_t) sc->srq : 0,
         .timeout = sc->timeout, .rma_bcopy_max = sc->bcopy, .pinned_max_bytes = !sc->pinned_rank
         || (nd && nd->rank == sc->pinned_rank) ? sc->pinned_max : 0 };
     prm->own = &conform_vp;
@@ -788,6 +789,7 @@ scen_t conform_defaults(const scen_t * in)
 
     sc.nprocs = sc.nprocs ? sc.nprocs : 2;
     sc.inline_size = sc.inline_size ? sc.inline_size : 256;
+    sc.srq = sc.srq ? sc.srq : 256;
     sc.stream = sc.stream ? sc.stream : sc.grow ? 4 << 20 : 1 << 20;
     sc.ring = sc.ring ? sc.ring : RING;
     sc.timeout = sc.timeout > 0 ? sc.timeout : 30;

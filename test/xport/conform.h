@@ -44,6 +44,9 @@ typedef struct scen {
     int super;                  /* superpipeline groups: C0 2 KiB, q 2, 1 KiB frames */
     int unsafe_in_order;        /* CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER */
     size_t inline_size;
+    int srq;                    /* verbs: receives the shared receive queue
+                                 * starts with (0: 256, as the channel);
+                                 * -1: a receive queue per QP */
     size_t ring;                /* ring bytes (default 64 KiB) */
     size_t grow;                /* 0, or rings start at `ring` and must have
                                  * grown to this (ring_max) by the streams' end */

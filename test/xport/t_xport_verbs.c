@@ -31,7 +31,7 @@
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
 enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4, EXT_REJECTS = 5,
-    EXT_TWIN = 6, EXT_VERSION = 7
+    EXT_TWIN = 6, EXT_VERSION = 7, EXT_SRQ = 8
 };
 #define REJECTS 100             /* refusals in a row: more than RDMA_VERBS_REJ_AH */
 
@@ -317,6 +317,36 @@ static void rank_window_check(node_t * nd)
         exit(1);
 }
 
+/* Every QP takes its receives from the process's SRQ (none of its own),
+ * or, with srq -1, from a receive queue of its own; with a small SRQ under
+ * load, its limit event fired and grew it; posted receives never exceed
+ * its room. */
+static void rank_srq_check(node_t * nd)
+{
+    rdma_xport_t *xp = nd->xp;
+    int p, bad = 0;
+
+    for (p = 0; p < nd->sc->nprocs; p++) {
+        const rdma_verbs_conn_t *vc = nd->conns[p].xc.priv;
+        struct ibv_qp_attr a;
+        struct ibv_qp_init_attr ia;
+
+        if (p == nd->rank || !vc)
+            continue;
+        if (ibv_query_qp(vc->qp, &a, IBV_QP_CAP, &ia))
+            exit(1);
+        bad += nd->sc->srq > 0 ? ia.srq != xp->srq || ia.cap.max_recv_wr != 0
+            : ia.srq != NULL || ia.cap.max_recv_wr < vc->rq_depth;
+    }
+    conform_say(nd, "D rank %d: srq %s, room %u, want %u, out %u, %llu limit events, "
+                "%llu grows; %d QPs not as expected", nd->rank, xp->srq ? "yes" : "no",
+                xp->srq_size, xp->srq_want, xp->srq_out, (unsigned long long) xp->srq_limits,
+                (unsigned long long) xp->srq_grows, bad);
+    if (bad || (nd->sc->srq > 0) != (xp->srq != NULL) || xp->srq_out > xp->srq_size
+        || (nd->sc->srq > 0 && nd->sc->srq < 64 && (!xp->srq_limits || !xp->srq_grows)))
+        exit(1);
+}
+
 /* The verbs scenarios of conform's ranks. */
 static void verbs_hook(node_t * nd, int phase)
 {
@@ -333,6 +363,8 @@ static void verbs_hook(node_t * nd, int phase)
         nd->rank == 0 ? rank_version_req(nd) : rank_version_seen(nd);
     if (nd->sc->ext == EXT_QUEUES && phase == CONFORM_DATA)
         rank_queues_check(nd);
+    if (nd->sc->ext == EXT_SRQ && phase == CONFORM_DATA)
+        rank_srq_check(nd);
     if (nd->sc->ext == EXT_WINDOW && phase == CONFORM_DATA)
         rank_window_check(nd);
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DATA)
@@ -398,6 +430,13 @@ static int device_present(void)
 static const conform_case_t verbs_cases[] = {
     {"write-imm", "2 ranks, force_completion=1 (write-with-imm): streams + ping-pong",
      {.force_completion = 1, .pingpong = 300}, NULL},
+    {"srq", "4 ranks, write-with-imm, receivers pause, a shared receive queue of 16: no QP "
+     "has a receive queue of its own, writes that find it empty are retried, its limit "
+     "event grows it; streams verify", {.nprocs = 4, .all_connect = 1, .force_completion = 1,
+                                        .pause = 1, .srq = 16, .ext = EXT_SRQ}, NULL},
+    {"rq-per-qp", "3 ranks, write-with-imm, no shared receive queue (SRQ_SIZE=0): each QP "
+     "has its own; streams + ping-pong", {.nprocs = 3, .force_completion = 1, .srq = -1,
+                                          .pingpong = 300, .ext = EXT_SRQ}, NULL},
     {"zcopy", "2 ranks, RDMA read of an exposed 8 MiB send buffer into an unaligned "
      "destination, registered once, not per read; a receive-side region cannot be read",
      {.ext = EXT_ZCOPY}, NULL},

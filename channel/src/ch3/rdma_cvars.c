@@ -171,6 +171,20 @@ cvars:
         Detect every arrival from an RDMA-write-with-immediate completion:
         no flag polling, no self-verifying small frames.
 
+    - name        : MPIR_CVAR_CH3_RDMA_SRQ_SIZE
+      category    : CH3_RDMA
+      type        : int
+      default     : 256
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_ALL_EQ
+      description : >-
+        Verbs: one shared receive queue serves every connection that is
+        driven by write-with-immediate completions, starting with room for
+        this many receives; it doubles, up to what the connections can use,
+        when its limit event fires.  0: a receive queue per connection
+        (also used when the device has no SRQ).
+
     - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
       category    : CH3_RDMA
       type        : int
@@ -570,6 +584,10 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_CHECK(!strcmp(t, "auto") || !strcmp(t, "shm") || !strcmp(t, "verbs"),
                "MPIR_CVAR_CH3_RDMA_TRANSPORT=%s: allowed auto, shm or verbs", t);
     CVAR_IN(MPIR_CVAR_CH3_RDMA_INLINE_SIZE, 0, 4096, "0..4096");
+    CVAR_CHECK(MPIR_CVAR_CH3_RDMA_SRQ_SIZE == 0 || (MPIR_CVAR_CH3_RDMA_SRQ_SIZE >= 16 &&
+                                                    MPIR_CVAR_CH3_RDMA_SRQ_SIZE <= 1048576),
+               "MPIR_CVAR_CH3_RDMA_SRQ_SIZE=%d: allowed 0 (a receive queue per connection) "
+               "or 16..1048576", MPIR_CVAR_CH3_RDMA_SRQ_SIZE);
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PORT, 0, 255, "0 (first active) or 1..255");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_GID_INDEX, -1, 255, "-1 (auto) or 0..255");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT, 1, 3600, "1..3600 (seconds)");
@@ -592,6 +610,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->verbs.gid_index = MPIR_CVAR_CH3_RDMA_GID_INDEX;
     cfg->verbs.inline_size = MPIR_CVAR_CH3_RDMA_INLINE_SIZE;
     cfg->verbs.force_completion = MPIR_CVAR_CH3_RDMA_WRITE_IMM;
+    cfg->verbs.srq_size = (size_t) MPIR_CVAR_CH3_RDMA_SRQ_SIZE;
     cfg->verbs.timeout = MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT;
     cfg->verbs.rcache_max_bytes = (size_t) MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB << 20;
     cfg->verbs.rcache_max_entries = MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES;

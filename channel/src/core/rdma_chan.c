@@ -324,7 +324,7 @@ static void rdma_chan_link_report(const rdma_chan_t * ch, const rdma_link_t * l)
 
 static void rdma_chan_xport_report(const rdma_chan_t * ch, const rdma_chan_xport_t * x)
 {
-    char line[512];
+    char line[2048];
 
     if (ch->cfg.verbose && x->xp && x->ops->stats && x->ops->stats(x->xp, line, sizeof(line)) > 0)
         fprintf(stderr, "[ch3:rdma] rank %d %s: %s\n", ch->rank, x->ops->name, line);

@@ -25,7 +25,7 @@
 #include <pthread.h>
 #include "rdma_status.h"
 
-enum { RDMA_THREAD_MAX_SRC = 4, RDMA_THREAD_MAX_FD = 2 };
+enum { RDMA_THREAD_MAX_SRC = 4, RDMA_THREAD_MAX_FD = 3 };
 
 /* Run once; returns the next deadline (CLOCK_MONOTONIC seconds, as
  * rdma_thread_now) or 0 for none. */

@@ -13,6 +13,7 @@
  *   rdma_verbs_reg.c    registration caches and zero-copy RDMA reads
  *   rdma_verbs_eager.c  eager sends from frequent user buffers (P2)
  *   rdma_verbs_grow.c   growing rings: new rings and stages, the switch
+ *   rdma_verbs_srq.c    the shared receive queue, the device's async events
  *
  * Objects.  One device context and PD per process.  Two CQs: the data CQ
  * (every RC QP; its event channel wakes blocking waits, rdma_verbs_wait_arm)
@@ -95,8 +96,9 @@ enum {
     RDMA_VERBS_REJ_AH = 64,     /* address handles kept for REJs (per GID), at most */
     RDMA_VERBS_MAGIC = 0x63683373,    /* builds before wire versions: 0x63683372 */
     RDMA_VERBS_WINDOW = 64,     /* frame writes in flight (rb_config_t.max_writes):
-                                 * queues of 120 and 96 entries, under the 128
-                                 * providers round them up to */
+                                 * a receive bound of 96 (rdma_verbs_data.c) */
+    RDMA_VERBS_SQ_MAX = 63,     /* send queue entries: providers keep depth + 1
+                                 * slots rounded up to a power of two */
     RDMA_VERBS_SQ_RESERVE = 8,
     RDMA_VERBS_RQ_RESERVE = 16,
     RDMA_VERBS_RQ_BATCH = 16,   /* consumed receives reposted together */
@@ -125,6 +127,8 @@ enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS
     RDMA_VERBS_POST_LAST = 8,   /* a frame of the close handshake (frame_at) */
     RDMA_VERBS_POST_RMA = 16    /* the last WR of a one-sided operation */
 };
+/* wr_id of the SRQ's receives (a token's slot never reaches 2^32 - 1) */
+#define RDMA_VERBS_SRQ_WRID UINT64_MAX
 #define RDMA_VERBS_SIG_SENT (UINT32_C(1) << 31)
 #define RDMA_VERBS_SIG_RMA (UINT32_C(1) << 30)  /* reports rdma_verbs_rma_done */
 #define RDMA_VERBS_SIG_WRS(s) ((s) & ~(RDMA_VERBS_SIG_SENT | RDMA_VERBS_SIG_RMA))
@@ -248,6 +252,9 @@ typedef struct rdma_verbs_conn {
     uint32_t max_send_sge;      /* [fixed] RDMA_VERBS_USER_SGE: eager sends
                                  * gather (write_user); 1: they copy */
     uint32_t sq_depth, rq_depth;        /* [fixed] */
+    struct rdma_verbs_conn *qpn_next;   /* [cm] writes, main reads: xp->qpn_bkt's
+                                         * chain (rdma_verbs_srq.c) */
+    int srq_attached;           /* [cm] its receives count in srq_want */
     int cq_share;               /* [cm] CQ entries reserved for this connection */
     double t_retx, t_deadline, backoff; /* [cm] */
     /* [main] from here on */
@@ -304,6 +311,19 @@ struct rdma_xport {
     int wake_fd;                /* [fixed] eventfd: the thread wakes main's wait */
     pthread_mutex_t cm_lock;
     int cq_size, cq_need;       /* [cm] */
+    /* The shared receive queue (rdma_verbs_srq.c has the rules): NULL when
+     * each QP has its own receive queue. */
+    struct ibv_srq *srq;        /* [fixed] */
+    uint32_t srq_size;          /* [cm] writes (release, after the CQ grew),
+                                 * main reads (acquire): receives it has room for */
+    uint32_t srq_want;          /* [cm] writes, atomic: rq_depth over attached connections */
+    uint32_t srq_out;           /* atomic (CAS): posted, completion not yet polled */
+    uint32_t srq_owed;          /* [main] polled, not yet taken off srq_out */
+    int srq_said;               /* [main] a failed post was reported */
+    int srq_armed;              /* [cm] the limit event is armed */
+    uint64_t srq_limits, srq_grows;     /* [cm] limit events seen; the grows they made */
+    rdma_verbs_conn_t **qpn_bkt;        /* [cm] writes (release), main reads: chains by QP number */
+    uint32_t qpn_nbkt;          /* [fixed] a power of two */
     struct ibv_device_attr dev; /* [fixed] */
     struct ibv_port_attr pattr; /* [fixed] */
     uint8_t port;               /* [fixed] */
@@ -426,6 +446,19 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc);
 void rdma_verbs_path_of(rdma_xport_t * xp, const rdma_verbs_peer_t * p, struct ibv_ah_attr *ah);
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
+int rdma_verbs_rq_fill(rdma_verbs_conn_t * vc);
+rdma_status_t rdma_verbs_cq_room(rdma_xport_t * xp, int n);
+
+/* rdma_verbs_srq.c */
+rdma_verbs_conn_t *rdma_verbs_qpn_lookup(rdma_xport_t * xp, uint32_t qpn);
+int rdma_verbs_srq_fill(rdma_xport_t * xp);
+void rdma_verbs_srq_polled(rdma_xport_t * xp);
+int rdma_verbs_srq_attach(rdma_verbs_conn_t * vc);
+void rdma_verbs_srq_detach(rdma_verbs_conn_t * vc);
+void rdma_verbs_async_run(rdma_xport_t * xp);
+int rdma_verbs_srq_open(rdma_xport_t * xp);
+void rdma_verbs_srq_close(rdma_xport_t * xp);
+int rdma_verbs_srq_stats(const rdma_xport_t * xp, char *buf, size_t len);
 rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_data.c (main) */

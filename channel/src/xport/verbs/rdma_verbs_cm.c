@@ -238,7 +238,6 @@ enum ibv_mtu rdma_verbs_mtu_pick(enum ibv_mtu local, unsigned remote)
 static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
     rdma_xport_t *xp = vc->xp;
-    uint32_t i;
 
     vc->remote = *m;    /* also for a doomed one: a repeated REQ is known */
     if (m->ring_size != xp->prm.ring_size || m->chunk_size != xp->prm.chunk_size
@@ -257,11 +256,7 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
     vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);
-    for (i = 0; vc->completion && i < vc->rq_depth; i += RDMA_VERBS_RQ_BATCH)
-        if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH < vc->rq_depth - i ?
-                               RDMA_VERBS_RQ_BATCH : vc->rq_depth - i))
-            break;
-    if ((vc->completion && i < vc->rq_depth) || rdma_verbs_qp_rtr_rts(vc)) {
+    if ((vc->completion && rdma_verbs_rq_fill(vc)) || rdma_verbs_qp_rtr_rts(vc)) {
         rdma_verbs_conn_doom(vc, "cannot connect the QP to %s on %s: %s", vc->who,
                              vc->host, strerror(errno));
         return RDMA_ERR_PEER;
@@ -591,7 +586,7 @@ static double rdma_verbs_timer_run(rdma_xport_t * xp, double now)
 }
 
 /* The channel thread's entry (bg_run): drain our fds, re-arm the CM CQ
- * event, then handle every datagram and timer. */
+ * event, handle the device's events, every datagram and timer. */
 double rdma_verbs_cm_run(void *arg, double now)
 {
     rdma_xport_t *xp = arg;
@@ -606,6 +601,7 @@ double rdma_verbs_cm_run(void *arg, double now)
     while (ibv_get_cq_event(xp->cm_chan, &cq, &ctx) == 0)
         ibv_ack_cq_events(cq, 1);
     ibv_req_notify_cq(xp->cm_cq, 0);
+    rdma_verbs_async_run(xp);
     rdma_verbs_cm_poll(xp);
     next = rdma_verbs_timer_run(xp, now);
     pthread_mutex_unlock(&xp->cm_lock);

@@ -42,12 +42,11 @@ static void rdma_verbs_slot_put(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
         __atomic_store_n(&xp->slots[i], NULL, __ATOMIC_RELEASE);
 }
 
-/* Grow the data CQ so it holds every completion vc can have in flight
- * (the provider's lock makes the resize safe against main's polls). */
-static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+/* Make room in the data CQ for n more completions (the provider's lock
+ * makes the resize safe against main's polls).  [cm] */
+rdma_status_t rdma_verbs_cq_room(rdma_xport_t * xp, int n)
 {
-    rdma_xport_t *xp = vc->xp;
-    int n = (int) (vc->sq_depth + vc->rq_depth), want = xp->cq_need + n;
+    int want = xp->cq_need + n;
 
     if (want > xp->cq_size) {
         if (want > xp->dev.max_cqe || ibv_resize_cq(xp->cq, want))
@@ -55,6 +54,17 @@ static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
         xp->cq_size = want;
     }
     xp->cq_need = want;
+    return RDMA_OK;
+}
+
+/* Reserve every completion vc can have in flight: its sends, and its
+ * receives unless the SRQ's entries (reserved once) take them. */
+static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+{
+    int n = (int) (vc->sq_depth + (vc->xp->srq ? 0 : vc->rq_depth));
+
+    if (rdma_verbs_cq_room(vc->xp, n))
+        return RDMA_ERR_NOMEM;
     vc->cq_share = n;
     return RDMA_OK;
 }
@@ -72,7 +82,8 @@ static rdma_status_t rdma_verbs_qp_create(rdma_verbs_conn_t * vc)
         ia.send_cq = ia.recv_cq = xp->cq;
         ia.qp_type = IBV_QPT_RC;
         ia.cap.max_send_wr = vc->sq_depth;
-        ia.cap.max_recv_wr = vc->rq_depth;
+        ia.cap.max_recv_wr = xp->srq ? 0 : vc->rq_depth;
+        ia.srq = xp->srq;
         ia.cap.max_send_sge = xp->dev.max_sge >= RDMA_VERBS_USER_SGE ? RDMA_VERBS_USER_SGE : 1;
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = req;
@@ -149,6 +160,22 @@ int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n)
     return ibv_post_recv(vc->qp, wr, &bad);
 }
 
+/* The receives of a completion-driven vc, before RTR: the SRQ's, or
+ * rq_depth of its own. */
+int rdma_verbs_rq_fill(rdma_verbs_conn_t * vc)
+{
+    uint32_t i, n;
+
+    if (vc->xp->srq)
+        return rdma_verbs_srq_attach(vc);
+    for (i = 0; i < vc->rq_depth; i += n) {
+        n = vc->rq_depth - i < RDMA_VERBS_RQ_BATCH ? vc->rq_depth - i : RDMA_VERBS_RQ_BATCH;
+        if (rdma_verbs_rq_post(vc, n))
+            return -1;
+    }
+    return 0;
+}
+
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
@@ -162,8 +189,10 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
             xp->n_adopt--;
             break;
         }
-    if (vc->qp)
+    if (vc->qp) {
+        rdma_verbs_srq_detach(vc);
         ibv_destroy_qp(vc->qp);
+    }
     xp->cq_need -= vc->cq_share;
     if (vc->ah)
         ibv_destroy_ah(vc->ah);
@@ -190,6 +219,7 @@ void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq)
 
     *sq = RDMA_VERBS_WINDOW * (1 + basic) + RDMA_VERBS_SIG_EVERY + RDMA_VERBS_SQ_RESERVE
         + RDMA_VERBS_READS_MAX + RDMA_VERBS_RMA_OPS;
+    *sq = *sq < RDMA_VERBS_SQ_MAX ? *sq : RDMA_VERBS_SQ_MAX;
     *rq = RDMA_VERBS_WINDOW * (1 + 2 * basic) + RDMA_VERBS_RQ_RESERVE + RDMA_VERBS_RQ_BATCH;
 }
 

@@ -43,12 +43,18 @@
  * by the send queue alone (below), which frees at the NIC's pace, so it
  * runs without the window and its extra credits.
  *
- * Send queue.  sq_depth = WINDOW (x2 in basic mode for head writes) +
- * RDMA_VERBS_SIG_EVERY (credited writes whose covering signal has not
- * completed yet) + RDMA_VERBS_READS_MAX + RDMA_VERBS_RMA_OPS (one-sided
- * operations, rdma_verbs_rma.c) + RDMA_VERBS_SQ_RESERVE; the last
- * RESERVE slots are kept for credit/head/keepalive writes so credit updates
- * can always be posted.  Every SIG_EVERY-th WR is signalled, and every WR
+ * Send queue.  What could be in flight at once is WINDOW (x2 in basic mode
+ * for head writes) + RDMA_VERBS_SIG_EVERY (credited writes whose covering
+ * signal has not completed yet) + RDMA_VERBS_READS_MAX + RDMA_VERBS_RMA_OPS
+ * (one-sided operations, rdma_verbs_rma.c) + RDMA_VERBS_SQ_RESERVE (120),
+ * but sq_depth is at most RDMA_VERBS_SQ_MAX (63): providers keep depth + 1
+ * slots rounded up to a power of two, so 64 slots instead of 128, half of
+ * a connection's driver memory (rxe: 512-byte entries, 32 KiB instead of
+ * 64; docs/results/memory.md).  They share the 63: every post takes a free
+ * slot or waits for one (writes), or does less (reads: fewer in flight;
+ * one-sided operations: sent as messages); sends complete at the NIC's
+ * pace, so waiting is short.  The last RESERVE slots are kept for
+ * credit/head/keepalive writes so credit updates can always be posted.  Every SIG_EVERY-th WR is signalled, and every WR
  * once the queue is nearly full, so a full queue always ends in a signalled
  * WR.  With no free slot, writes poll the CQ (bounded by vp.timeout):
  * send completions need only the peer's NIC, not its process.  Stage bytes
@@ -65,6 +71,8 @@
  * are reposted RQ_BATCH at a time (one ibv_post_recv per batch).  Should
  * credit writes still outrun the reserve (our CQ polled late), the peer
  * meets an RNR NAK and retries (rnr_retry 7: forever): slower, never lost.
+ * With the shared receive queue (rdma_verbs_srq.c) no QP has receives of
+ * its own: rq_depth counts toward what the SRQ may hold (srq_want).
  *
  * Liveness.  RC retries: retry_cnt 6 (rxe retries 7 forever), ACK timeout
  * from vp.timeout (rdma_verbs_qp_timeout: a link outage shorter than 6
@@ -345,7 +353,7 @@ static void rdma_verbs_wc_recv(rdma_verbs_conn_t * vc, const struct ibv_wc *wc)
         rdma_verbs_rtu_implied(vc);
     } else if (frames)
         vc->xp->prm.ev.landed(vc->c, frames);
-    if (++vc->rq_owed < RDMA_VERBS_RQ_BATCH)
+    if (vc->xp->srq || ++vc->rq_owed < RDMA_VERBS_RQ_BATCH)
         return;
     vc->rq_owed = 0;
     if (rdma_verbs_rq_post(vc, RDMA_VERBS_RQ_BATCH))
@@ -410,7 +418,13 @@ RDMA_HOT int rdma_verbs_cq_poll(rdma_xport_t * xp)
     int i, n = ibv_poll_cq(xp->cq, RDMA_VERBS_POLL_BATCH, wc);
 
     for (i = 0; i < n; i++) {
-        rdma_verbs_conn_t *vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
+        rdma_verbs_conn_t *vc;
+
+        if (wc[i].wr_id == RDMA_VERBS_SRQ_WRID) {       /* even a stale one took a receive */
+            rdma_verbs_srq_polled(xp);
+            vc = rdma_verbs_qpn_lookup(xp, wc[i].qp_num);
+        } else
+            vc = rdma_verbs_conn_lookup(xp, wc[i].wr_id);
         if (vc && vc->cm != RDMA_VERBS_CM_DEAD)
             rdma_verbs_wc_rc(vc, &wc[i]);
     }

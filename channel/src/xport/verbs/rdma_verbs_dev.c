@@ -297,7 +297,8 @@ rdma_status_t rdma_verbs_ud_create(rdma_xport_t * xp)
 /* ------------------------------------------------------------ set-up */
 
 /* The process-wide objects on the open device: PD, the data and CM CQs
- * and their event channels, the CM's UD QP, the registration caches.  On failure the
+ * and their event channels, the CM's UD QP, the registration caches, the
+ * shared receive queue.  On failure the
  * diagnosis is in err and nothing of them is left. */
 int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
 {
@@ -327,6 +328,8 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
         what = "the connection-manager UD QP";
     else if (rdma_verbs_rc_open(xp))
         what = "the registration cache";
+    else if (rdma_verbs_srq_open(xp))
+        what = "the shared receive queue";
     else
         return RDMA_OK;
     rdma_say(err, errlen, RDMA_ERR_NOMEM, "cannot set up %s: %s failed: %s",
@@ -338,6 +341,7 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
 /* Release what dev_setup created, in reverse order (any prefix of it). */
 void rdma_verbs_dev_teardown(rdma_xport_t * xp)
 {
+    rdma_verbs_srq_close(xp);
     rdma_verbs_rc_close(xp);
     if (xp->ud)
         ibv_destroy_qp(xp->ud);

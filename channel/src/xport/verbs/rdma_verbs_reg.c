@@ -444,5 +444,7 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
                       "%llu requests refused%s%s", (unsigned long long) xp->cm_dropped,
                       (unsigned long long) xp->cm_refused, xp->cm_refused ? ": " : "",
                       xp->cm_why);
+    if (n >= 0 && (size_t) n < len)
+        n += rdma_verbs_srq_stats(xp, buf + n, len - n);
     return n;
 }

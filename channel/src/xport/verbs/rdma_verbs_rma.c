@@ -31,9 +31,9 @@
  * cheaper signal to wait for.  A read completes once its bytes are in our
  * memory.
  *
- * In flight: at most RDMA_VERBS_RMA_OPS operations per connection (the
- * send queue has room for them beside the frames, rdma_verbs_depths), in a
- * FIFO that completions pop.  A connection that fails reports its
+ * In flight: at most RDMA_VERBS_RMA_OPS operations per connection, as the
+ * send queue has room for them beside the frames (rdma_verbs_rma_room), in
+ * a FIFO that completions pop.  A connection that fails reports its
  * operations in flight from progress() (rdma_verbs_rma_fail), never from
  * inside put/get, so that the owner hears of each exactly once.
  *

@@ -154,14 +154,16 @@ static double rdma_verbs_bg_run(void *arg, double now)
     return cm == 0 || (rh > 0 && rh < cm) ? rh : cm;
 }
 
-/* The channel thread sleeps on the CM CQ's events and on our kicks. */
+/* The channel thread sleeps on the CM CQ's events, our kicks and the
+ * device's asynchronous events. */
 static int rdma_verbs_bg_fds(rdma_xport_t * xp, int *fds, int max)
 {
-    if (max < 2)
+    if (max < 3)
         return 0;
     fds[0] = xp->cm_chan->fd;
     fds[1] = xp->kick_fd;
-    return 2;
+    fds[2] = xp->ctx->async_fd;
+    return 3;
 }
 
 static const char *rdma_verbs_error(const rdma_xport_t * xp)
@@ -179,20 +181,21 @@ static const char *rdma_verbs_mode(const rdma_conn_t * c)
     return !vc->completion ? "flag-poll" : vc->verify ? "verified" : "write-imm";
 }
 
-/* One line: mode, in-order answers, inline granted, max_rd_atomic, MTU. */
+/* One line: mode, in-order answers, inline granted, max_rd_atomic, MTU,
+ * queues (rq: the receives it may hold; "(srq)": in the shared queue). */
 static int rdma_verbs_describe(const rdma_conn_t * c, char *buf, size_t len)
 {
     const rdma_verbs_conn_t *vc = c->priv;
     if (!vc)
         return snprintf(buf, len, "not connected");
     return snprintf(buf, len, "verbs mode=%s in_order=%d/%d%s inline=%u max_rd_atomic=%d mtu=%d "
-                    "sq=%u/%u signalled=%u rq=%u window=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
+                    "sq=%u/%u signalled=%u rq=%u%s window=%u qp_timeout=%d dev=%s gid_index=%d cm=%d "
                     "fork=%s",
                     rdma_verbs_mode(c), vc->in_order_local, vc->remote.in_order & 1,
                     vc->xp->in_order_override ? "(unsafe override)" : "", vc->max_inline,
                     vc->max_rd_atomic, 128 << vc->mtu, vc->sq_free,
-                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth, rdma_verbs_window(vc),
-                    vc->xp->qp_timeout,
+                    vc->sq_depth, vc->sig_head - vc->sig_tail, vc->rq_depth,
+                    vc->xp->srq ? "(srq)" : "", rdma_verbs_window(vc), vc->xp->qp_timeout,
                     ibv_get_device_name(vc->xp->ctx->device), vc->xp->gid_index, vc->cm,
                     vc->xp->fork_mode);
 }

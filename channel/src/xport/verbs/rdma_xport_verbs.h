@@ -15,6 +15,8 @@ typedef struct rdma_verbs_params {
     int gid_index;              /* -1: auto (RoCE v2 IPv4, else 0) */
     size_t inline_size;         /* requested max inline bytes */
     int force_completion;       /* 1: write-with-imm even if in-order */
+    size_t srq_size;            /* receives the shared receive queue starts
+                                 * with room for; 0: a receive queue per QP */
     double timeout;             /* seconds before a silent peer is dead;
                                  * <= 0: 30 */
     /* registration cache of zero-copy buffers */
