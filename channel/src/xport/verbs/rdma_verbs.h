@@ -436,6 +436,19 @@ void rdma_verbs_depths(const rdma_xport_t * xp, uint32_t * sq, uint32_t * rq);
 
 /* vc's write window (rb_config_t.max_writes): completion-driven only;
  * flag polling is bounded by its send queue (rdma_verbs_data.c). */
+/* wr[0..n) chained as n receives without SGE (they only take
+ * write-with-immediate completions), each with wr_id: for a QP's own
+ * receive queue or the SRQ. */
+static inline struct ibv_recv_wr *rdma_verbs_recv_chain(struct ibv_recv_wr *wr, uint32_t n,
+                                                        uint64_t wr_id)
+{
+    uint32_t i;
+
+    for (i = 0; i < n; i++)
+        wr[i] = (struct ibv_recv_wr) {.wr_id = wr_id, .next = i + 1 < n ? &wr[i + 1] : NULL};
+    return wr;
+}
+
 static inline unsigned rdma_verbs_window(const rdma_verbs_conn_t * vc)
 {
     return vc->completion ? RDMA_VERBS_WINDOW : 0;

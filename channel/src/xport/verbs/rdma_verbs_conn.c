@@ -148,16 +148,12 @@ rdma_status_t rdma_verbs_qp_rtr_rts(rdma_verbs_conn_t * vc)
                          IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-/* Post n (<= RDMA_VERBS_RQ_BATCH) receives without SGE in one call: they
- * only take write-with-immediate completions. */
+/* Post n (<= RDMA_VERBS_RQ_BATCH) receives to vc's own queue in one call. */
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n)
 {
     struct ibv_recv_wr wr[RDMA_VERBS_RQ_BATCH], *bad;
-    uint32_t i;
 
-    for (i = 0; i < n; i++)
-        wr[i] = (struct ibv_recv_wr) {.wr_id = vc->token, .next = i + 1 < n ? &wr[i + 1] : NULL};
-    return ibv_post_recv(vc->qp, wr, &bad);
+    return ibv_post_recv(vc->qp, rdma_verbs_recv_chain(wr, n, vc->token), &bad);
 }
 
 /* The receives of a completion-driven vc, before RTR: the SRQ's, or

@@ -67,12 +67,8 @@ RDMA_HOT rdma_verbs_conn_t *rdma_verbs_qpn_lookup(rdma_xport_t * xp, uint32_t qp
 static int rdma_verbs_srq_post(rdma_xport_t * xp, uint32_t n)
 {
     struct ibv_recv_wr wr[RDMA_VERBS_RQ_BATCH], *bad;
-    uint32_t i;
 
-    for (i = 0; i < n; i++)
-        wr[i] = (struct ibv_recv_wr) {.wr_id = RDMA_VERBS_SRQ_WRID,
-            .next = i + 1 < n ? &wr[i + 1] : NULL};
-    return ibv_post_srq_recv(xp->srq, wr, &bad);
+    return ibv_post_srq_recv(xp->srq, rdma_verbs_recv_chain(wr, n, RDMA_VERBS_SRQ_WRID), &bad);
 }
 
 /* Post receives until min(size, want) are out.  Either thread.  Returns
