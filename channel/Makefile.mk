@@ -52,6 +52,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3/rdma_rma.c \
     $(rdma_dir)/src/ch3/rdma_pvars.c \
     $(rdma_dir)/src/core/rdma_chan.c \
+    $(rdma_dir)/src/core/rdma_chan_evict.c \
     $(rdma_dir)/src/core/rdma_chan_wait.c \
     $(rdma_dir)/src/core/rdma_bufs.c \
     $(rdma_dir)/src/thread/rdma_thread.c \

@@ -14,9 +14,10 @@
 # With --verbs "2 4 8 16" it measures verbs instead (issue 68): each build of
 # --builds (default rdma; BUILD-variant:VAR=VAL adds settings) runs that many
 # ranks in the Soft-RoCE VM with the verbs transport forced, and the table gives
-# per process the driver memory (its mappings of the verbs device: queue pairs,
-# CQs, the shared receive queue) and the rings, then the slope per peer
-# (least squares over the counts).
+# per process the connections ready at the end (rdma_conns_live), the driver
+# memory (its mappings of the verbs device: queue pairs, CQs, the shared
+# receive queue) and the rings, then the slope per peer (least squares over
+# the counts); "rdma-cap4:MPIR_CVAR_CH3_RDMA_MAX_CONNS=4" shows the cap.
 #
 #   mem-table.sh [--builds "rdma nemesis sock"] [--np "8 32 64"] [--iters 300]
 #                [--bytes 4096] [--project 128] [--peers 1000] [--out DIR] [--wait-builds]
@@ -40,19 +41,23 @@ measure() {
         > "$OUT/$(spec_label "$label")$tag.$np.txt" 2>&1 || log "$label with $np ranks failed (see $OUT)"
 }
 
-# Column COL (6 rings, 7 driver memory; KiB, the largest rank's) of LABEL's verbs run at NP.
+# Column COL (6 rings, 7 driver memory: KiB; 8 connections ready; the largest rank's) of
+# LABEL's verbs run at NP.
 verbs_kib() { awk -v c="$3" '$1 == "mem" { print $c }' "$OUT/$1.verbs.$2.txt" 2>/dev/null; }
 
 verbs_table() {
     local np label l
     printf '| ranks | peers |'
-    for label in $BUILDS; do l=$(spec_label "$label"); printf ' %s driver KiB | %s rings KiB |' "$l" "$l"; done; echo
-    printf '|---|---|'; for label in $BUILDS; do printf -- '---|---|'; done; echo
+    for label in $BUILDS; do
+        l=$(spec_label "$label"); printf ' %s live | %s driver KiB | %s rings KiB |' "$l" "$l" "$l"
+    done; echo
+    printf '|---|---|'; for label in $BUILDS; do printf -- '---|---|---|'; done; echo
     for np in $VERBS; do
         printf '| %s | %s |' "$np" $((np - 1))
         for label in $BUILDS; do
             l=$(spec_label "$label")
-            printf ' %s | %s |' "$(verbs_kib "$l" "$np" 7)" "$(verbs_kib "$l" "$np" 6)"
+            printf ' %s | %s | %s |' "$(verbs_kib "$l" "$np" 8)" "$(verbs_kib "$l" "$np" 7)" \
+                "$(verbs_kib "$l" "$np" 6)"
         done
         echo
     done

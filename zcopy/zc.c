@@ -456,7 +456,15 @@ static rdma_status_t zc_rx_serve(zc_conn_t * z, const struct iovec *iov, int n, 
     return RDMA_OK;
 }
 
-/* The frame at the head of the stream, if it is ours: REQ or FIN. */
+rdma_status_t zc_bye(zc_conn_t * z, int *sent)
+{
+    const uint64_t none = 0;
+
+    return rb_pipe_put_ctrl(z->pipe, ZC_FRAME_BYE, &none, sizeof(none), sent);
+}
+
+/* The frame at the head of the stream, if it is ours: REQ, FIN, PUSH,
+ * PUSHED or BYE. */
 static rdma_status_t zc_ctrl_take(zc_conn_t * z, int *taken)
 {
     const void *buf;
@@ -478,6 +486,9 @@ static rdma_status_t zc_ctrl_take(zc_conn_t * z, int *taken)
         memcpy(&fin, buf, sizeof(fin));
         rc = rb_pipe_consume(z->pipe, len);
         rc = rc ? rc : type == ZC_FRAME_FIN ? zc_tx_fin(z, &fin) : zc_rx_pushed(z, &fin);
+    } else if (type == ZC_FRAME_BYE && len == sizeof(uint64_t)) {
+        rc = rb_pipe_consume(z->pipe, len);
+        z->bye_rx = 1;
     } else if (type == ZC_FRAME_PUSH && len == sizeof(zc_push_t)) {
         zc_push_t push;
         memcpy(&push, buf, sizeof(push));

@@ -74,7 +74,10 @@
 
 enum {
     ZC_FRAME_REQ = RB_FRAME_CTRL, ZC_FRAME_FIN = RB_FRAME_CTRL + 1,
-    ZC_FRAME_PUSH = RB_FRAME_CTRL + 2, ZC_FRAME_PUSHED = RB_FRAME_CTRL + 3
+    ZC_FRAME_PUSH = RB_FRAME_CTRL + 2, ZC_FRAME_PUSHED = RB_FRAME_CTRL + 3,
+    /* the connection closes (the channel evicts it): its sender's last
+     * frame but the FIN and PUSHED of rendezvous under way */
+    ZC_FRAME_BYE = RB_FRAME_CTRL + 4
 };
 
 typedef enum { ZC_MODE_COPY = 0, ZC_MODE_ZCOPY = 1, ZC_MODE_AUTO = 2 } zc_mode_t;
@@ -168,6 +171,7 @@ typedef struct zc_conn {
     unsigned char refused;      /* the peer cannot pull: copy from now on */
     unsigned char keep;         /* the caller's current zc_putv goes through
                                  * the ring whatever the entries' sizes */
+    unsigned char bye_rx;       /* the peer's BYE was read (zc_getv) */
     unsigned win_n, win_hits, backoff;
     zc_stats_t stats;
 } zc_conn_t;
@@ -180,6 +184,9 @@ rdma_status_t zc_putv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nby
 
 /* rb_pipe_getv that serves REQs and consumes FINs. */
 rdma_status_t zc_getv(zc_conn_t * z, const struct iovec *iov, int n, size_t *nbytes);
+
+/* Send BYE; *sent = 0: no room in the ring yet (try again). */
+rdma_status_t zc_bye(zc_conn_t * z, int *sent);
 
 /* The transport finished bytes of earlier pulls (in order). */
 void zc_pulled(zc_conn_t * z, size_t bytes);

@@ -7,10 +7,11 @@
  * ch3:rdma's ring memory (MPI_T pvar rdma_ring_bytes; -1 elsewhere) and
  * the verbs device memory mapped into the process (/proc/self/maps lines
  * of /dev/infiniband/uverbs*: the queue pairs and CQs a software provider
- * such as rxe shares with the kernel; 0 without verbs).  Rank 0 prints
- * one line:
+ * such as rxe shares with the kernel; 0 without verbs) and its network
+ * connections ready now (MPI_T rdma_conns_live; -1 elsewhere).  Rank 0
+ * prints one line:
  *
- *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB RING_MAX_KIB DEVQ_MAX_KIB
+ *   mem RANKS PSS_SUM_KIB PSS_MAX_KIB RSS_MAX_KIB RING_MAX_KIB DEVQ_MAX_KIB LIVE_MAX
  *
  *   mpi_mem [iters=300] [bytes=4096]
  */
@@ -53,8 +54,8 @@ static long rollup_kib(const char *key)
     return v;
 }
 
-/* The LEVEL pvar `name` in KiB, -1 if this MPI has none. */
-static long pvar_kib(const char *name)
+/* The LEVEL pvar `name`, -1 if this MPI has none. */
+static long pvar_level(const char *name)
 {
     MPI_T_pvar_session s;
     MPI_T_pvar_handle h;
@@ -69,14 +70,14 @@ static long pvar_kib(const char *name)
     if (ok)
         MPI_T_pvar_handle_free(s, &h);
     MPI_T_pvar_session_free(&s);
-    return ok ? (long) (v / 1024) : -1;
+    return ok ? (long) v : -1;
 }
 
 int main(int argc, char **argv)
 {
     int iters = argc > 1 ? atoi(argv[1]) : 300, rank, size, provided;
     size_t bytes = argc > 2 ? strtoul(argv[2], NULL, 0) : 4096;
-    long mine[4], sum = 0, max[4];
+    long mine[5], sum = 0, max[5];
     char *sb, *rb;
 
     MPI_Init(&argc, &argv);
@@ -93,13 +94,16 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     mine[0] = rollup_kib("Pss");
     mine[1] = rollup_kib("Rss");
-    mine[2] = pvar_kib("rdma_ring_bytes");
+    mine[2] = pvar_level("rdma_ring_bytes");
+    mine[2] = mine[2] < 0 ? -1 : mine[2] / 1024;
     mine[3] = uverbs_kib();
+    mine[4] = pvar_level("rdma_conns_live");
     MPI_Reduce(&mine[0], &sum, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(mine, max, 4, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(mine, max, 5, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);        /* nobody unmaps before all have read */
     if (rank == 0)
-        printf("mem %d %ld %ld %ld %ld %ld\n", size, sum, max[0], max[1], max[2], max[3]);
+        printf("mem %d %ld %ld %ld %ld %ld %ld\n", size, sum, max[0], max[1], max[2], max[3],
+               max[4]);
     free(sb);
     free(rb);
     MPI_T_finalize();

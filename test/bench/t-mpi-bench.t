@@ -39,9 +39,9 @@ expect_output 2 "unknown 'nope'" "mpi_rma_bench: an unknown sync is named" -- \
 "$P/bin/mpicc" -O2 -o "$W/mpi_mem" "$TOP/npb-scripts/progs/mpi_mem.c" ||
     { echo "Bail out! cannot compile mpi_mem"; exit 1; }
 line=$(timeout 300 "$P/bin/mpiexec" -n 4 "$W/mpi_mem" 20 4096 | grep '^mem ')
-awk 'NF == 7 && $1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 && $7 >= 0 { ok = 1 }
+awk 'NF == 8 && $1 == "mem" && $2 == 4 && $4 > 0 && $3 >= $4 && $3 < 4 * $5 && $6 == 1536 && $7 >= 0 && $8 == 0 { ok = 1 }
     END { exit !ok }' <<< "$line"
-ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max, ring KiB (3 x 512 KiB) and device KiB ($line)"
+ok $? "mpi_mem, 4 ranks: one line with the Pss sum, max, RSS max, ring KiB (3 x 512 KiB), device KiB and network connections (none on one node) ($line)"
 gcc -O2 -o "$W/ring_walk" "$TOP/npb-scripts/progs/ring_walk.c" ||
     { echo "Bail out! cannot compile ring_walk"; exit 1; }
 n=$("$W/ring_walk" 1 5000 128 16384 | grep -Ec '^ +(128 +[0-9.]+ +1\.00|16384 +[0-9.]+ +[0-9.]+)$')

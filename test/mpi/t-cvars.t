@@ -3,7 +3,7 @@
 # its range; a missing device and a killed peer end the job, never hang.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 26
+plan 27
 mpi_setup
 EXPECT_TIMEOUT=60
 bad() {  # bad VAR=VALUE REGEX [OTHER=VALUE...]
@@ -34,6 +34,7 @@ bad MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=-1 'MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=-1: allowe
 bad MPIR_CVAR_CH3_RDMA_EAGER_MAX=-1 'MPIR_CVAR_CH3_RDMA_EAGER_MAX=-1: allowed 0 \(CH3.s\) or 1\.\.1073741824 \(bytes\)'
 bad MPIR_CVAR_CH3_RDMA_SRQ_SIZE=8 'MPIR_CVAR_CH3_RDMA_SRQ_SIZE=8: allowed 0 \(a receive queue per connection\) or 16\.\.1048576'
 bad MPIR_CVAR_CH3_RDMA_EARLY_BUFS=-1 'MPIR_CVAR_CH3_RDMA_EARLY_BUFS=-1: allowed 0 \(keep none\) or 1\.\.1073741824 \(bytes\)'
+bad MPIR_CVAR_CH3_RDMA_MAX_CONNS=-1 'MPIR_CVAR_CH3_RDMA_MAX_CONNS=-1: allowed 0 \(no cap\) or 1\.\.1048576'
 # RING_CHUNK auto: 64-byte slots on shared memory; a set value is used as is.
 expect_output 0 'shm mode=flag-poll ring=524288 chunk=64$' "RING_CHUNK auto: shm rings use 64-byte slots" -- \
     env MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -n 2 "$W/cpi"

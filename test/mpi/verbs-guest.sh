@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 48
+plan 50
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -130,6 +130,31 @@ expect_output 0 '^ok 5 ' "2 nodes x 2 ranks: node communicators of 2, shared win
 expect_output 1 'shared window: no shared memory \(MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs\)' \
     "verbs forced: MPI_COMM_TYPE_SHARED is each rank alone, MPI_Win_allocate_shared says why it cannot share" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
+# The cap on live connections (MAX_CONNS, rdma_chan_evict.c): all-to-all
+# and a drifting ring exchange, every byte verified; each rank's counters
+# (rdma_conns_* pvars): every peer opened, evictions, at most the cap ready
+# at the end (the peak, rdma_conns_live_max, is reported: connections that
+# open faster than quiet ones close exceed the cap for a while)
+conns_check() {
+    local what=$1 cap=$2 np=$3 peers=$4 bad
+    shift 4
+    out=$(timeout 900 env MPIR_CVAR_CH3_RDMA_MAX_CONNS=$cap "$@" "$W/mpi_conns" 3 1024 2>&1)
+    r=$?
+    bad=$(awk -v cap="$cap" -v np="$np" -v peers="$peers" '/^rank [0-9]+: opened/ {
+              n++; ev += $6
+              if ($4 < peers || $8 > cap || $10 < 1) bad++ }
+          END { if (n != np || ev == 0) bad++; print bad + 0 }' <<< "$out")
+    [[ $r -eq 0 && $bad -eq 0 ]] && grep -q "^ok: $np ranks" <<< "$out"
+    r=$?
+    ok $r "$what: every byte verified, each rank opened every peer, $(awk '/^rank [0-9]+: opened/ { e += $6 } END { print e + 0 }' <<< "$out") evictions, at most $cap ready at the end (peak $(awk '/^rank [0-9]+: opened/ && $10 > m { m = $10 } END { print m + 0 }' <<< "$out"))"
+    [ $r -eq 0 ] || echo "$out" | grep -E 'rank|ok|rror' | head -30 | diag
+}
+conns_check "2 nodes x 8 ranks, MAX_CONNS=4 (8 peers over verbs each)" 4 16 8 \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 16
+# MPI_Finalize's close protocol meets evicted connections (CH3 asserted on
+# a CLOSE to a VC an eviction had made INACTIVE)
+conns_check "verbs forced, 8 ranks, MAX_CONNS=2 (7 peers each), then MPI_Finalize" 2 8 7 \
+    env $V "$P/bin/mpiexec" -n 8
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 # Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node

@@ -10,7 +10,9 @@
  * connect() creates this side's end and binds it at once; the peer's
  * progress() accepts (conn_of, bind, ready), this side's next progress()
  * sees that and is ready too, so every event comes from inside the rank's
- * own calls, as the contract says.
+ * own calls, as the contract says.  close() retires the end (c may
+ * connect again); a peer connecting again while our old end is open
+ * waits until we closed it, as the contract says.
  *
  * Faults (fake_faults, set by the test before traffic):
  *   defer_writes   writes land only at the receiver's next progress(), as
@@ -60,6 +62,8 @@ struct fake_end {
     unsigned qh, qt;
     size_t pulled_due;          /* deferred pull completions */
     int accepted;
+    fake_end_t *next_dead;      /* closed: kept until finalize (the peer's
+                                 * late credit writes land here) */
 };
 
 struct rdma_xport {
@@ -67,6 +71,7 @@ struct rdma_xport {
     int fabric;                 /* 0: fake_xport, 1: fake_xport2 */
     unsigned waits[3];          /* wait_arm, wait, wait_disarm calls */
     fake_end_t *end[FAKE_RANKS];
+    fake_end_t *dead;           /* closed ends */
     unsigned long writes, progress;     /* write and progress() calls */
     char err[128];
 };
@@ -246,6 +251,8 @@ static void fake_accept(rdma_xport_t * xp)
         if (!theirs || theirs->peer)
             continue;
         mine = xp->end[r];
+        if (mine && mine->peer)
+            continue;           /* they connect again; our old end is still open */
         if (!mine && (!(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_end_new(xp, c))))
             continue;
         mine->peer = theirs;
@@ -301,23 +308,39 @@ static rdma_status_t fake_progress(rdma_xport_t * xp)
     return RDMA_OK;
 }
 
+/* The end goes (c may connect again); its memory stays until finalize. */
 static rdma_status_t fake_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    (void) xp;
+    fake_end_t *e = c->priv;
+
+    if (e && xp->end[c->peer] == e) {
+        xp->end[c->peer] = NULL;
+        e->next_dead = xp->dead;
+        xp->dead = e;
+        c->priv = NULL;
+    }
     c->state = RDMA_CONN_CLOSED;
     return RDMA_OK;
 }
 
+static void fake_end_free(fake_end_t * e)
+{
+    free(e->ring);
+    free(e->stage);
+    free(e);
+}
+
 static rdma_status_t fake_finalize(rdma_xport_t * xp)
 {
+    fake_end_t *e;
     int r;
 
-    for (r = 0; r < FAKE_RANKS; r++) {
-        if (xp->end[r]) {
-            free(xp->end[r]->ring);
-            free(xp->end[r]->stage);
-            free(xp->end[r]);
-        }
+    for (r = 0; r < FAKE_RANKS; r++)
+        if (xp->end[r])
+            fake_end_free(xp->end[r]);
+    while ((e = xp->dead)) {
+        xp->dead = e->next_dead;
+        fake_end_free(e);
     }
     fake_world[xp->fabric][xp->prm.rank] = NULL;
     free(xp);

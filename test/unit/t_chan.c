@@ -71,7 +71,9 @@ static const rdma_xport_ops_t *world_ops[RDMA_XP_N] = { &fake_xport, &fake_xport
 static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
     rdma_chan_config_t cfg = t_config(t);
-    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL, NULL };
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL, NULL,
+        NULL, NULL
+    };
     int r, q;
 
     memset(R, 0, sizeof(R));

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include "rdma_shm.h"
 #include "pipe_pair.h"
+#include "zc.h"
 #include "tap.h"
 
 /* Append-only: { version, fingerprint } as printed by this test. */
@@ -26,6 +27,7 @@ static const struct {
     uint64_t fp;
 } recorded[] = {
     {4, UINT64_C(0x52930d05ce5d4de4)},
+    {5, UINT64_C(0x269f9a187269dc8)},
 };
 
 /* t_wire_verbs.c (the transports' private headers cannot meet in one
@@ -121,6 +123,8 @@ int main(void)
     mix(RB_INFO_WRAP), mix(RB_INFO_GROW), mix(RB_FRAME_MOVE), mix(RB_FRAME_SWITCH);
     mix(RB_FRAME_PAD), mix(RB_DESC_MAX), mix(RB_LEN_MAX), mix(RB_VERIFY_MAX);
     mix(RB_ALT_VERIFIED), mix(RB_USER_SEGS);
+    mix(ZC_FRAME_REQ), mix(ZC_FRAME_FIN), mix(ZC_FRAME_PUSH), mix(ZC_FRAME_PUSHED);
+    mix(ZC_FRAME_BYE);
     structs();
     basic.mode = RB_MODE_BASIC;
     shm.flag_publishes = 1;

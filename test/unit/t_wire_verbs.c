@@ -29,7 +29,7 @@ size_t wire_verbs(void (*mix)(uint64_t), int head_only)
     F(rdma_verbs_msg_t, ring_max), F(rdma_verbs_msg_t, in_order);
     F(rdma_verbs_msg_t, rd_atomic), F(rdma_verbs_msg_t, basic), F(rdma_verbs_msg_t, mtu);
     F(rdma_verbs_msg_t, hello);
-    mix(RDMA_VERBS_MSG_REP), mix(RDMA_VERBS_MSG_RTU), mix(RDMA_VERBS_MAGIC);
+    mix(RDMA_VERBS_MSG_REP), mix(RDMA_VERBS_MSG_RTU), mix(RDMA_VERBS_MSG_WAIT), mix(RDMA_VERBS_MAGIC);
     mix(RDMA_VERBS_IMM_FRAME), mix(RDMA_VERBS_IMM_CREDIT), mix(RDMA_VERBS_IMM_HEAD);
     mix(sizeof(rdma_verbs_ctl_t));
     F(rdma_verbs_ctl_t, head_word), F(rdma_verbs_ctl_t, tail_word);

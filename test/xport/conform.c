@@ -540,6 +540,34 @@ static void rank_close_handshake(node_t * nd)
         conform_progress(nd);
 }
 
+/* Connecting again after a close (the channel's eviction, rdma_xport.h
+ * close()): rank 0 reconnects while rank 1 still holds the old
+ * connection for `late` s (more than the timeout: the transport must keep
+ * the request alive), then both stream again. */
+static void rank_reopen(node_t * nd)
+{
+    rdma_conn_t *c = &nd->conns[nd->rank == 0].xc;
+    double limit = conform_now() + GROUP_LIMIT;
+
+    conform_barrier(nd);
+    if (nd->rank == 1)
+        usleep((useconds_t) (nd->sc->late * 1e6));
+    conform_t->ops->close(nd->xp, c);
+    c->state = RDMA_CONN_IDLE;
+    if (nd->rank == 0 && conform_t->ops->connect(nd->xp, c)) {
+        conform_say(nd, "D connect again: %s", conform_t->ops->error(nd->xp));
+        exit(1);
+    }
+    while (c->state != RDMA_CONN_READY)
+        if (conform_progress(nd) || conform_now() > limit) {
+            conform_say(nd, "D the connection did not open again (state %d): %s", c->state,
+                        c->why);
+            exit(1);
+        }
+    if (rank_stream(nd))
+        exit(1);
+}
+
 /* The transport's own scenario, if any, at this phase. */
 static void rank_hook(node_t * nd, int phase)
 {
@@ -596,6 +624,8 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         rank_check_ready(&nd);
         if (sc->rma && conform_rma(&nd))
             exit(1);
+        if (sc->reopen && rank < 2)
+            rank_reopen(&nd);
         if (sc->exit_rank > 0)
             rank_close_handshake(&nd);
     }

@@ -77,6 +77,11 @@ typedef struct scen {
                                  * hello; it answers for `late` s, then leaves */
     int later_rank;             /* dynamic: as refuse_rank, but its ev.accept
                                  * answers every hello "later" */
+    int reopen;                 /* after the streams rank 0 closes its connection
+                                 * to rank 1 and connects again at once; rank 1
+                                 * holds its old one `late` s more without
+                                 * calling the transport, then closes it; the
+                                 * streams run again on the new connection */
     int rma;                    /* one-sided operations (conform_rma.c) after the streams */
     size_t bcopy;               /* verbs: one-sided bounce buffers up to this size */
     int ext;                    /* the transport's own scenario (hook), 0: none */

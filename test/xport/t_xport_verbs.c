@@ -428,6 +428,9 @@ static int device_present(void)
 
 /* What is verbs' own. */
 static const conform_case_t verbs_cases[] = {
+    {"reopen", "2 ranks: rank 0 closes its connection and connects again while rank 1 "
+     "holds the old one 4 s without polling (timeout 2 s): kept waiting, then streams on the "
+     "new one", {.reopen = 1, .late = 4, .timeout = 2}, NULL},
     {"write-imm", "2 ranks, force_completion=1 (write-with-imm): streams + ping-pong",
      {.force_completion = 1, .pingpong = 300}, NULL},
     {"srq", "4 ranks, write-with-imm, receivers pause, a shared receive queue of 16: no QP "

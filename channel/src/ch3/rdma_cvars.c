@@ -185,6 +185,20 @@ cvars:
         when its limit event fires.  0: a receive queue per connection
         (also used when the device has no SRQ).
 
+    - name        : MPIR_CVAR_CH3_RDMA_MAX_CONNS
+      category    : CH3_RDMA
+      type        : int
+      default     : 0
+      class       : none
+      verbosity   : MPI_T_VERBOSITY_USER_BASIC
+      scope       : MPI_T_SCOPE_LOCAL
+      description : >-
+        Connections over the network (verbs) to ranks of the job that a
+        process keeps ready at most: beyond it, the least recently used one
+        with nothing under way closes and reopens when next used, so
+        queue and ring memory follow this cap, not the number of peers.
+        0: no cap; else 1..1048576.
+
     - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
       category    : CH3_RDMA
       type        : int
@@ -593,6 +607,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     CVAR_IN(MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT, 1, 3600, "1..3600 (seconds)");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_POLL_SPINS, -1, 100000000, "-1 (auto) or 0..100000000");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RING_IDLE, 0, 86400, "0 (never) or 1..86400 (seconds)");
+    CVAR_IN(MPIR_CVAR_CH3_RDMA_MAX_CONNS, 0, 1048576, "0 (no cap) or 1..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_MB, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_RCACHE_MAX_ENTRIES, 0, 1048576, "0..1048576");
     CVAR_IN(MPIR_CVAR_CH3_RDMA_PINNED_MAX_MB, 0, 1048576, "0 (no cap) or 1..1048576");
@@ -624,6 +639,7 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
     cfg->early_bufs = (size_t) MPIR_CVAR_CH3_RDMA_EARLY_BUFS;
     cfg->poll_spins = MPIR_CVAR_CH3_RDMA_POLL_SPINS;
     cfg->ring_idle = MPIR_CVAR_CH3_RDMA_RING_IDLE;
+    cfg->max_conns = MPIR_CVAR_CH3_RDMA_MAX_CONNS;
     cfg->verbose = MPIR_CVAR_CH3_RDMA_VERBOSE;
 
   fn_exit:

@@ -149,6 +149,35 @@ void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc)
     vc->ch.on_ready_list = 0;
 }
 
+/* --- the cap on live connections (rdma_chan_evict.c) ------------------- */
+
+/* vc's link may close while CH3 queued nothing on it; it starts a close
+ * (answer 0) only outside CH3's own close protocol, and answers the
+ * peer's in any case (CH3's close then goes on over the next connection). */
+static int rdma_owner_quiet(void *arg, rdma_link_t * l, int answer)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+
+    (void) arg;
+    return vc->ch.sendq_head == NULL && (answer || (vc->state == MPIDI_VC_STATE_ACTIVE
+                                                    && vc->ch.terminating ==
+                                                    MPIDI_CH3I_TERM_NONE));
+}
+
+/* vc's link closed: progress stops polling it; what waits to go reopens
+ * it.  vc stays ACTIVE: MPI_Finalize's close protocol reopens it (made
+ * INACTIVE, it would skip the protocol here while the peer, whose CLOSE
+ * was queued behind the eviction, runs it: CH3 asserts on a CLOSE to a
+ * closed VC). */
+static rdma_status_t rdma_owner_evicted(void *arg, rdma_link_t * l)
+{
+    MPIDI_VC_t *vc = l->xc.owner;
+
+    (void) arg;
+    MPIDI_CH3I_RDMA_ready_drop(vc);
+    return vc->ch.sendq_head ? rdma_chan_connect(&MPIDI_CH3I_chan, l) : RDMA_OK;
+}
+
 /* --- dynamic processes: links outside the job -------------------------- */
 
 /* Who we are to VCs of other process groups (set at init). */
@@ -363,5 +392,6 @@ static rdma_status_t rdma_owner_failed(void *arg, rdma_link_t * l)
 
 const rdma_chan_owner_t MPIDI_CH3I_RDMA_owner = {
     rdma_owner_link_of, rdma_owner_card_of, rdma_owner_ready, rdma_owner_failed,
-    rdma_owner_resolve, rdma_owner_accept, MPIDI_CH3I_RDMA_rma_done, NULL
+    rdma_owner_resolve, rdma_owner_accept, MPIDI_CH3I_RDMA_rma_done, NULL,
+    rdma_owner_quiet, rdma_owner_evicted
 };

@@ -53,6 +53,18 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_rma_messages", rma_messages, COUNTER,
               "One-sided operations to other nodes or to user-memory windows sent as CH3 "
               "messages (accumulates, derived datatypes, lock requests, no direct path)"),
+    RDMA_PVAR("rdma_conns_opened", conns_opened, COUNTER,
+              "Connections over the network to ranks of the job made ready (again after an "
+              "eviction)"),
+    RDMA_PVAR("rdma_conns_evicted", conns_evicted, COUNTER,
+              "Connections over the network closed for the cap (MPIR_CVAR_CH3_RDMA_MAX_CONNS), "
+              "by this side or its peer; they reopen on demand"),
+    RDMA_PVAR("rdma_conns_live", conns_live, LEVEL,
+              "Connections over the network ready now"),
+    RDMA_PVAR("rdma_conns_live_max", conns_peak, HIGHWATERMARK,
+              "Most connections over the network ready at once under "
+              "MPIR_CVAR_CH3_RDMA_MAX_CONNS, counted after each eviction began: above the cap "
+              "while connections opened faster than idle ones could close (0 without the cap)"),
     RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,
               "User memory registered with the NIC now, cached registrations included"),
     /* MPICH 4.0.2 drops the watermark flag of a handle (pvar_impl.c,

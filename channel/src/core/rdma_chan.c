@@ -149,6 +149,8 @@ static void rdma_chan_ready(void *arg, rdma_conn_t * c)
         c->ops->describe(c, desc, sizeof(desc));
         fprintf(stderr, "[ch3:rdma] rank %d -> %d: %s\n", x->ch->rank, c->peer, desc);
     }
+    if (c->ops->wire && c->peer < x->ch->size)
+        rdma_chan_live_add(x->ch, rdma_link_of(c));
     x->ch->owner.ready(x->ch->owner.arg, rdma_link_of(c));
 }
 
@@ -283,27 +285,37 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len)
     return rdma_chan_thread_start(ch);
 }
 
+void rdma_chan_link_sum(rdma_chan_counters_t * c, const rdma_link_t * l)
+{
+    c->ring_frames += l->pipe.stats.frames_tx;
+    c->ring_writes += l->pipe.stats.writes_tx;
+    c->zcopy_parts += l->zc.stats.zc_msgs;
+    c->copy_parts += l->zc.stats.copy_msgs;
+    c->copy_fallbacks += l->zc.stats.refused_rx;
+    c->eager_zcopy_sends += l->zc.stats.eager_zc;
+    c->ring_grows += l->pipe.stats.grows;
+    c->ring_shrinks += l->pipe.stats.shrinks;
+}
+
 void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
 {
     int i, k;
 
-    memset(c, 0, sizeof(*c));
+    *c = ch->gone;
     for (i = 0; i < ch->size + ch->ndyn; i++) {
         const rdma_link_t *l = rdma_chan_link_at(ch, i);
 
         if (!l)
             continue;
-        c->ring_frames += l->pipe.stats.frames_tx;
-        c->ring_writes += l->pipe.stats.writes_tx;
-        c->zcopy_parts += l->zc.stats.zc_msgs;
-        c->copy_parts += l->zc.stats.copy_msgs;
-        c->copy_fallbacks += l->zc.stats.refused_rx;
-        c->eager_zcopy_sends += l->zc.stats.eager_zc;
-        c->ring_grows += l->pipe.stats.grows;
-        c->ring_shrinks += l->pipe.stats.shrinks;
-        c->ring_bytes += l->pipe.rx.cfg.ring_size
-            + (l->pipe.cfg.flag_publishes ? 0 : l->pipe.tx.cfg.ring_size);
+        rdma_chan_link_sum(c, l);
+        if (l->xc.state != RDMA_CONN_IDLE)     /* evicted: its rings are gone */
+            c->ring_bytes += l->pipe.rx.cfg.ring_size
+                + (l->pipe.cfg.flag_publishes ? 0 : l->pipe.tx.cfg.ring_size);
+        c->conns_live += l->xc.ops && l->xc.ops->wire && l->xc.state == RDMA_CONN_READY;
     }
+    c->conns_opened = ch->conns_opened;
+    c->conns_evicted = ch->conns_evicted;
+    c->conns_peak = ch->conns_peak;
     c->rma_puts = ch->rma_count[0];
     c->rma_gets = ch->rma_count[1];
     c->rma_messages = ch->rma_count[2];
@@ -349,6 +361,7 @@ rdma_status_t rdma_chan_finalize(rdma_chan_t * ch)
     free(ch->dyn);
     ch->dyn = NULL;
     ch->ndyn = 0;
+    rdma_chan_live_free(ch);
     for (k = 0; k < RDMA_XP_N; k++) {
         rdma_chan_xport_report(ch, &ch->xp[k]);
         if (ch->xp[k].xp && ch->xp[k].ops->finalize(ch->xp[k].xp) != RDMA_OK)
@@ -584,6 +597,10 @@ RDMA_HOT rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
     int k;
 
     if (ch->ring_idle_on && !(n & 4095) && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
+        return st;
+    if (ch->nlive && (ch->live_over || !(n & 1023)))
+        rdma_chan_live_look(ch);
+    if (ch->nclosing && (st = rdma_chan_evict_run(ch)) != RDMA_OK)
         return st;
     for (k = 0; k < RDMA_XP_N; k++) {
         if (!ch->xp[k].xp || (!(ch->poll_every >> k & 1) && (n & 63)))

@@ -61,10 +61,47 @@ typedef struct rdma_chan_owner {
      * owner starts none) */
     void (*rma_done) (void *arg, rdma_link_t * l, void *cookie, rdma_status_t st);
     void *arg;
+    /* The cap on live connections (rdma_chan_evict.c).  quiet: 1 when the
+     * owner has nothing queued on l, which may then close (NULL: always;
+     * answer: the peer asked, else this side would start the close).
+     * evicted: l closed and is IDLE: stop polling it, and connect it again
+     * (rdma_chan_connect) if something waits to go.  NULL: nothing to do. */
+    int (*quiet) (void *arg, rdma_link_t * l, int answer);
+    rdma_status_t (*evicted) (void *arg, rdma_link_t * l);
 } rdma_chan_owner_t;
 
 /* owner.accept: not yet (a sentinel, never dereferenced). */
 #define RDMA_LINK_LATER ((rdma_link_t *) (uintptr_t) 1)
+
+/* What the channel publishes through MPI_T: sums over its links (since
+ * they were bound) and its open transports. */
+typedef struct rdma_chan_counters {
+    uint64_t ring_frames, ring_writes;  /* frames sent; transport writes of them */
+    uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
+    uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
+    uint64_t eager_zcopy_sends; /* eager sends whose payload went from user memory */
+    uint64_t ring_grows;        /* moves of a send side to a larger ring */
+    uint64_t ring_shrinks;      /* ... back to the first size (idle) */
+    uint64_t ring_bytes;        /* receive rings, and send stages that are not
+                                 * the peer's ring (verbs), now */
+    uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
+    uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
+    uint64_t conns_opened;      /* connections over the wire made READY */
+    uint64_t conns_evicted;     /* ... closed for the cap (MAX_CONNS), either side */
+    uint64_t conns_live;        /* ... READY now */
+    uint64_t conns_peak;        /* ... READY at most, after each eviction began */
+    rdma_xport_counters_t xp;
+} rdma_chan_counters_t;
+
+/* A connection over the wire that the cap counts or that closes
+ * (rdma_chan_evict.c). */
+typedef struct rdma_chan_live {
+    rdma_link_t *l;
+    uint64_t mark;              /* its frames both ways when last looked at */
+    unsigned tick;              /* the look (ch->live_looks) that saw them move */
+    unsigned char bye_in;       /* the peer's BYE was read */
+    unsigned char bye_out;      /* ours: 0 not yet, 1 owed (no room), 2 sent */
+} rdma_chan_live_t;
 
 /* A link to a peer outside the job: peer id size + its index. */
 typedef struct rdma_chan_dyn {
@@ -103,6 +140,16 @@ struct rdma_chan {
     /* one-sided operations (owner only): started by rdma_chan_rma (puts,
      * gets), and those its owner sent as messages (rdma_chan_rma_message) */
     uint64_t rma_count[3];
+    /* Connections over the wire to the job's peers (rdma_chan_evict.c;
+     * owner only): live[nlive] holds the READY and CLOSING ones while
+     * cfg.max_conns caps them, else only the closing ones; nclosing of
+     * them close (a BYE sent or read). */
+    rdma_chan_live_t *live;
+    int nlive, live_room, nclosing;
+    int live_over;              /* more than the cap READY at the last look */
+    unsigned live_looks;        /* victim searches so far (LRU clock) */
+    uint64_t conns_opened, conns_evicted, conns_peak;
+    rdma_chan_counters_t gone;  /* what evicted links counted (rdma_chan_link_sum) */
 };
 
 /* Set up ch (nothing opened yet); ops[k] serves transport k. */
@@ -125,24 +172,12 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
  * (verbose: reports first). */
 rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
 
-/* What the channel publishes through MPI_T: sums over its links (since
- * they were bound) and its open transports. */
-typedef struct rdma_chan_counters {
-    uint64_t ring_frames, ring_writes;  /* frames sent; transport writes of them */
-    uint64_t zcopy_parts, copy_parts;   /* large parts sent zero-copy; through the ring */
-    uint64_t copy_fallbacks;    /* zero-copy parts the receiver refused to pull */
-    uint64_t eager_zcopy_sends; /* eager sends whose payload went from user memory */
-    uint64_t ring_grows;        /* moves of a send side to a larger ring */
-    uint64_t ring_shrinks;      /* ... back to the first size (idle) */
-    uint64_t ring_bytes;        /* receive rings, and send stages that are not
-                                 * the peer's ring (verbs), now */
-    uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
-    uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
-    rdma_xport_counters_t xp;
-} rdma_chan_counters_t;
 
 /* Same caller rule as every other call: the owner serialises it. */
 void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
+
+/* Add what l's pipe and rendezvous counted since they were bound to *c. */
+void rdma_chan_link_sum(rdma_chan_counters_t * c, const rdma_link_t * l);
 
 /* Peers outside the job (dynamic processes): give l a peer id and the
  * transport its card calls for (shm on this host, else verbs), remembering
@@ -170,6 +205,19 @@ static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
 
     return ch->poll_every || !(n & 63) ? rdma_chan_poll_due(ch, n) : RDMA_OK;
 }
+
+/* The cap on live connections (rdma_chan_evict.c).  live_add: l (over the
+ * wire, to a rank of the job) became READY: counted, and above the cap the
+ * least recently used quiet link begins to close (without memory to count
+ * it, l stays uncounted).  live_look: every 1024th poll and every poll
+ * while live_over, the LRU clock, and links the cap still exceeds close.  evict_run: every poll
+ * while links close.  getv_end: a read found nothing and l FAILED or its
+ * peer's BYE came.  live_free: at finalize. */
+void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l);
+void rdma_chan_live_look(rdma_chan_t * ch);
+rdma_status_t rdma_chan_evict_run(rdma_chan_t * ch);
+rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l);
+void rdma_chan_live_free(rdma_chan_t * ch);
 
 /* Out of line: connect first, or say why a put/get failed. */
 rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,
@@ -207,14 +255,19 @@ rdma_status_t rdma_chan_commit(rdma_chan_t * ch, rdma_link_t * l, size_t len)
 
 /* Read what l's peer has put into the iov; *nbytes may be 0.  A FAILED
  * link keeps giving what its peer wrote before, then RDMA_ERR_PEER if its
- * owner set l->fail_reads, else nothing more. */
+ * owner set l->fail_reads, else nothing more.  A CLOSING one gives what
+ * its peer wrote before its BYE (rdma_chan_evict.c), one not yet READY nothing. */
 static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
                                            const struct iovec *iov, int n, size_t *nbytes)
 {
-    rdma_status_t st = rdma_link_getv(l, iov, n, nbytes);
+    rdma_status_t st;
 
-    if (st == RDMA_OK && *nbytes == 0 && l->xc.state == RDMA_CONN_FAILED && l->fail_reads)
-        st = RDMA_ERR_PEER;     /* read all the peer wrote: now its failure */
+    *nbytes = 0;
+    if (__builtin_expect(l->xc.state < RDMA_CONN_READY, 0))
+        return RDMA_OK;         /* IDLE, CONNECTING: no pipe (evicted: its memory is gone) */
+    st = rdma_link_getv(l, iov, n, nbytes);
+    if (st == RDMA_OK && *nbytes == 0 && (l->xc.state == RDMA_CONN_FAILED || l->zc.bye_rx))
+        return rdma_chan_getv_end(ch, l);
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }
 

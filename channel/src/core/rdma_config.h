@@ -29,6 +29,8 @@ typedef struct rdma_chan_config {
     int poll_spins;             /* -1: auto (rdma_block.c: MPIDI_CH3I_RDMA_spins) */
     double ring_idle;           /* seconds without frames before a grown
                                  * ring is offered back small; 0: never */
+    int max_conns;              /* MAX_CONNS: READY connections over the wire
+                                 * kept at most (rdma_chan_evict.c); 0: no cap */
     int verbose;
 } rdma_chan_config_t;
 

@@ -54,7 +54,8 @@ void rdma_link_sent(rdma_conn_t * c)
 
 int rdma_link_busy(const rdma_link_t * l)
 {
-    return l->xc.state == RDMA_CONN_READY && zc_busy(&l->zc);
+    return (l->xc.state == RDMA_CONN_READY || l->xc.state == RDMA_CONN_CLOSING)
+        && zc_busy(&l->zc);
 }
 
 rdma_status_t rdma_link_idle(rdma_link_t * l)
@@ -74,7 +75,7 @@ __attribute__ ((cold)) void rdma_link_closing(rdma_link_t * l)
 
 void rdma_link_quiesce(rdma_link_t * l)
 {
-    if (l->xc.state != RDMA_CONN_READY)
+    if (l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSING)
         return;
     (void) rb_pipe_flush_credit(&l->pipe);      /* the peer may be gone: no error */
     l->xc.ops->quiesce(l->xc.xport, &l->xc);

@@ -31,13 +31,18 @@
  *   closing()   (optional) the owner's close handshake on c begins: the
  *               frames it writes from now on are its last, and close()
  *               waits for nothing written after them.
- *   quiesce()   the owner's close handshake on c is done (READY -> CLOSED):
+ *   quiesce()   the owner's close handshake on c is done (READY or CLOSING
+ *               -> CLOSED):
  *               liveness checks stop and a failure seen on c afterwards is
  *               not reported, since the peer may now exit.  c's memory stays
  *               valid (late credit writes of the peer land there).
  *   close()     releases one connection: first waits, bounded, until the
  *               writes already posted on it have landed (the peer may still
- *               wait for the last one), then frees it.
+ *               wait for the last one), then frees it.  The owner may then
+ *               set c IDLE and connect() it again (an evicted connection,
+ *               a peer outside the job met again); a peer that connects to
+ *               c while this side still holds the old connection is kept
+ *               waiting, alive, until this side closed it.
  *   finalize()  releases everything; the xport pointer is dead after it.
  *
  * Errors (rdma_status.h): every call returns RDMA_OK or a negative status
@@ -69,13 +74,16 @@
  * written) and fails until the new fingerprint is recorded under a new
  * version.  The fields that carry the version itself (the verbs CM head,
  * the first words of shm_hdr_t and shm_link_t) never move. */
-#define RDMA_WIRE_VERSION 4     /* 3 and below: shm only (SHM_VERSION) */
+#define RDMA_WIRE_VERSION 5     /* 3 and below: shm only (SHM_VERSION); 5: BYE frames, WAIT */
 #include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
 
-typedef enum {
+typedef enum {                  /* in this order: rdma_chan_getv compares */
     RDMA_CONN_IDLE = 0,
     RDMA_CONN_CONNECTING,
     RDMA_CONN_READY,
+    RDMA_CONN_CLOSING,          /* the owner evicts it (rdma_chan_evict.c): the
+                                 * transport treats it as READY (liveness,
+                                 * failures), the owner sends only its close */
     RDMA_CONN_CLOSED,
     RDMA_CONN_FAILED
 } rdma_conn_state_t;
@@ -116,7 +124,7 @@ static inline rdma_status_t rdma_conn_failed(rdma_conn_t * c, const char *why)
 static inline rdma_status_t rdma_xport_quiesce_plain(rdma_xport_t * xp, rdma_conn_t * c)
 {
     (void) xp;
-    if (c->state == RDMA_CONN_READY)
+    if (c->state == RDMA_CONN_READY || c->state == RDMA_CONN_CLOSING)
         c->state = RDMA_CONN_CLOSED;
     return RDMA_OK;
 }

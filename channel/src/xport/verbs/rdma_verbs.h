@@ -137,7 +137,8 @@ enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS
  * in bits 2-31 (a superpipeline group holds several frames). */
 enum { RDMA_VERBS_IMM_FRAME = 1, RDMA_VERBS_IMM_CREDIT = 2, RDMA_VERBS_IMM_HEAD = 3 };
 enum { RDMA_VERBS_MSG_REQ = 1, RDMA_VERBS_MSG_REP = 2, RDMA_VERBS_MSG_RTU = 3,
-    RDMA_VERBS_MSG_REJ = 4      /* a REQ from outside the job refused by the owner */
+    RDMA_VERBS_MSG_REJ = 4,     /* a REQ from outside the job refused by the owner */
+    RDMA_VERBS_MSG_WAIT = 5     /* a REQ to a connection still closing here */
 };
 
 typedef enum {

@@ -31,6 +31,11 @@
  * REQ of the lower rank wins: the lower rank ignores the higher rank's REQ,
  * the higher rank answers the lower rank's REQ as a responder, with the QP it
  * already has.  There is exactly one QP per peer, so no duplicates.
+ *   Connecting again (the owner closed the connection, rdma_chan_evict.c):
+ * the peer's main may still hold its old one, READY here, until it polls
+ * again; the thread answers such a new REQ with WAIT, which extends the
+ * initiator's deadline (the peer is alive), and as usual once main closed
+ * the old one (close() clears c->priv under cm_lock).
  *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
  * with exponential backoff; a duplicate REQ is answered with the same REP, a
  * duplicate REP with the same RTU.  A live peer's thread answers within
@@ -53,8 +58,16 @@
 
 /* -------------------------------------------------------------- CM (UD) */
 
-static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m,
+static void rdma_verbs_cm_answer(rdma_xport_t * xp, const rdma_verbs_msg_t * m, int type,
                                  const char *why);
+
+static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m,
+                                 const char *why)
+{
+    xp->cm_refused++;
+    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
+    rdma_verbs_cm_answer(xp, m, RDMA_VERBS_MSG_REJ, why);
+}
 
 static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, int type)
 {
@@ -318,6 +331,8 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_ver
     case RDMA_VERBS_CM_READY:
         if (m->qpn == vc->remote.qpn && m->h.token == vc->remote.h.token)
             rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_REP);
+        else if (vc->cm == RDMA_VERBS_CM_READY && !m->h.dyn)
+            rdma_verbs_cm_answer(xp, m, RDMA_VERBS_MSG_WAIT, "");       /* evicted there */
         return;
     case RDMA_VERBS_CM_DEAD:
         return;
@@ -406,13 +421,16 @@ static struct ibv_ah *rdma_verbs_rej_ah(rdma_xport_t * xp, const rdma_verbs_peer
     return ah;
 }
 
-/* Refuse the REQ m, telling its connector why (counted; the last why is
- * in the statistics).  Only m's head is read: m may be of another wire
- * version, whose connector reads only our REJ's head. */
-static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m, const char *why)
+/* Answer the REQ m with a head only: REJ (refused: why; counted by
+ * rdma_verbs_cm_reject, the last why is in the statistics) or WAIT (the
+ * connection it replaces is still closing here: its connector waits
+ * longer).  Only m's head is read: m may be of another wire version,
+ * whose connector reads only our REJ's head. */
+static void rdma_verbs_cm_answer(rdma_xport_t * xp, const rdma_verbs_msg_t * m, int type,
+                                 const char *why)
 {
     rdma_verbs_msg_t r = {.h = {.magic = RDMA_VERBS_MAGIC, .version = RDMA_WIRE_VERSION,
-                                .type = RDMA_VERBS_MSG_REJ, .dyn = m->h.dyn,
+                                .type = (uint8_t) type, .dyn = m->h.dyn,
                                 .auth = m->h.src_auth, .echo = m->h.token,
                                 .src_auth = xp->auth, .pid = (uint32_t) getpid()},
     .src = xp->prm.rank
@@ -420,8 +438,6 @@ static void rdma_verbs_cm_reject(rdma_xport_t * xp, const rdma_verbs_msg_t * m, 
     rdma_verbs_peer_t peer;
     struct ibv_ah *ah;
 
-    xp->cm_refused++;
-    snprintf(xp->cm_why, sizeof(xp->cm_why), "%s", why);
     rdma_verbs_msg_peer(m, &peer);
     if (!(ah = rdma_verbs_rej_ah(xp, &peer)))
         return;
@@ -543,6 +559,9 @@ void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
     else if (m->h.type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
         rdma_verbs_conn_doom(vc, "%s on %s refused the connection: %s", vc->who, vc->host,
                              m->hello);
+    else if (m->h.type == RDMA_VERBS_MSG_WAIT && vc->cm == RDMA_VERBS_CM_REQ_SENT)
+        vc->t_deadline = vc->t_retx + vc->xp->vp.timeout;   /* alive: a timeout past the
+                                                             * next REQ */
 }
 
 /* Main: the first arrival on a responder's connection implies the RTU. */

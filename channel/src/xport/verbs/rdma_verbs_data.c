@@ -287,7 +287,7 @@ static rdma_status_t rdma_verbs_credit_again(rdma_verbs_conn_t * vc)
                                  RDMA_VERBS_POST_SIGNAL);
 }
 
-/* READY connections without a signalled WR in flight: a credit rewrite, so
+/* READY (or CLOSING) connections without a signalled WR in flight: a credit rewrite, so
  * that a dead peer shows up as a retry-exceeded completion; this also
  * reclaims unsignalled slots.  Quiesced (CLOSED) ones are left alone. */
 static void rdma_verbs_keepalive(rdma_xport_t * xp)
@@ -296,7 +296,9 @@ static void rdma_verbs_keepalive(rdma_xport_t * xp)
 
     for (i = 0; i < xp->nslots; i++) {
         rdma_verbs_conn_t *vc = __atomic_load_n(&xp->slots[i], __ATOMIC_ACQUIRE);
-        if (vc && vc->adopted && vc->c->state == RDMA_CONN_READY && vc->cm != RDMA_VERBS_CM_DEAD
+        if (vc && vc->adopted && (vc->c->state == RDMA_CONN_READY
+                                  || vc->c->state == RDMA_CONN_CLOSING)
+            && vc->cm != RDMA_VERBS_CM_DEAD
             && vc->sig_head == vc->sig_tail)
             rdma_verbs_credit_again(vc);
     }

@@ -1,0 +1,258 @@
+/*
+ * rdma_chan_evict.c -- a cap on live connections (rdma_chan.h,
+ * cfg.max_conns): above it the least recently used quiet connection over
+ * the wire closes, and opens again on demand (rdma_chan_connect).  The
+ * memory a process holds for its connections then follows the cap, not
+ * the number of peers it ever talked to.  Only links of the job's ranks
+ * over a transport that crosses a NIC (ops->wire) count; shm peers cost
+ * little and a peer outside the job has a close protocol of its own.
+ *
+ * The close is a BYE frame each way in the pipe (zc.h, ZC_FRAME_BYE):
+ *   - The evicting side picks a READY link that is quiet (its owner queued
+ *     nothing, owner.quiet; no rendezvous or eager write under way,
+ *     rdma_link_busy), sends BYE and goes CLOSING: from then on it writes
+ *     no data, only the FIN and PUSHED of a rendezvous the peer began before
+ *     it read the BYE.  Its puts wait (put_slow: 0 bytes) and it keeps
+ *     reading what the peer wrote before the peer's own BYE.
+ *   - The peer reads the BYE (rdma_chan_getv -> getv_end) and stays READY
+ *     until it is quiet too (a message half sent finishes first, a stream
+ *     drains), then answers BYE and goes CLOSING.
+ *   - Each side closes once it has sent its BYE, read the peer's and no
+ *     rendezvous is under way: everything either side wrote before its BYE
+ *     was read, so no byte is lost; CH3's stream continues on the next
+ *     connection where it stopped.  quiesce() first (the peer may close
+ *     its end at once: late credit writes failing there are no error),
+ *     then close() (waits until our last frames landed), then IDLE; the
+ *     owner hears owner.evicted and reconnects if something waits.
+ *   - Both sides evicting at once: each sent BYE and reads the other's:
+ *     the same rule closes both.  A frame racing the BYE (the peer wrote it
+ *     before reading our BYE) is read before the peer's BYE, as the pipe
+ *     is ordered.
+ *   - Reconnecting while the other side still holds the old connection
+ *     (it has not polled since it sent its BYE): the transport keeps the
+ *     new request waiting, alive, until that side closed (rdma_xport.h,
+ *     close(); verbs: a WAIT answer extends the request's deadline).
+ *   - A peer that dies meanwhile fails the link as any READY one: the
+ *     transport treats CLOSING as READY.
+ * LRU: each look (every 1024th poll, rdma_chan_live_look, every poll while
+ * the cap is exceeded, and each new connection) compares every live
+ * link's frame count with the last one seen: links whose count moved are
+ * stamped with this look; the oldest stamp among the quiet ones goes.  The
+ * cap is exceeded while connections open faster than quiet ones close:
+ * when one becomes READY, the others may all still have messages queued
+ * (an all-to-all posts to every peer at once); neither a connect nor a
+ * peer connecting is held back at the cap (no admission control), so the
+ * cap bounds the steady state, and rdma_conns_live_max shows the peak.  Owner only (the channel thread
+ * never reads live[]).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "rdma_chan.h"
+
+static int rdma_chan_live_find(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    int i;
+
+    for (i = 0; i < ch->nlive && ch->live[i].l != l; i++)
+        ;
+    return i < ch->nlive ? i : -1;
+}
+
+static rdma_status_t rdma_chan_live_push(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_chan_live_t *v = ch->live;
+
+    if (ch->nlive == ch->live_room) {
+        v = realloc(ch->live, (size_t) (ch->live_room ? 2 * ch->live_room : 8) * sizeof(*v));
+        if (!v)
+            return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "out of memory");
+        ch->live = v;
+        ch->live_room = ch->live_room ? 2 * ch->live_room : 8;
+    }
+    v[ch->nlive++] = (rdma_chan_live_t) { l, l->pipe.stats.frames_tx + l->pipe.stats.frames_rx,
+        ch->live_looks, 0, 0 };
+    return RDMA_OK;
+}
+
+static void rdma_chan_live_drop(rdma_chan_t * ch, int i)
+{
+    ch->nclosing -= ch->live[i].bye_in || ch->live[i].bye_out;
+    ch->live[i] = ch->live[--ch->nlive];
+}
+
+static int rdma_chan_quiet(const rdma_chan_t * ch, rdma_link_t * l, int answer)
+{
+    return !rdma_link_busy(l) && (!ch->owner.quiet || ch->owner.quiet(ch->owner.arg, l, answer));
+}
+
+/* The least recently used quiet READY link but `keep`, or -1. */
+static int rdma_chan_victim(rdma_chan_t * ch, const rdma_link_t * keep)
+{
+    unsigned best = 0;
+    int i, v = -1;
+
+    for (i = 0; i < ch->nlive; i++) {
+        const rdma_chan_live_t *e = &ch->live[i];
+
+        if (e->l != keep && e->l->xc.state == RDMA_CONN_READY && !e->bye_in
+            && (v < 0 || ch->live_looks - e->tick > best) && rdma_chan_quiet(ch, e->l, 0)) {
+            v = i;
+            best = ch->live_looks - e->tick;
+        }
+    }
+    return v;
+}
+
+/* Send our BYE (once there is room) and go CLOSING. */
+static rdma_status_t rdma_chan_bye(rdma_chan_t * ch, rdma_chan_live_t * e)
+{
+    int sent = 0;
+    rdma_status_t st;
+
+    if (!e->bye_in && !e->bye_out)
+        ch->nclosing++;
+    if (e->l->xc.state == RDMA_CONN_READY) {
+        rdma_link_closing(e->l);        /* our last frames: their landing is awaited */
+        e->l->xc.state = RDMA_CONN_CLOSING;
+    }
+    e->bye_out = 1;
+    st = zc_bye(&e->l->zc, &sent);
+    if (sent)
+        e->bye_out = 2;
+    return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, e->l, st);
+}
+
+/* Close the least recently used quiet links but keep while more than the
+ * cap are READY (FAILED ones leave live[]: they stay so); the peak is
+ * counted after. */
+static void rdma_chan_live_trim(rdma_chan_t * ch, const rdma_link_t * keep)
+{
+    unsigned look = ++ch->live_looks;
+    int ready = 0, i = 0;
+
+    while (i < ch->nlive) {
+        rdma_chan_live_t *e = &ch->live[i];
+        uint64_t m = e->l->pipe.stats.frames_tx + e->l->pipe.stats.frames_rx;
+
+        if (e->l->xc.state != RDMA_CONN_READY && e->l->xc.state != RDMA_CONN_CLOSING) {
+            rdma_chan_live_drop(ch, i);
+            continue;
+        }
+        if (m != e->mark) {
+            e->mark = m;
+            e->tick = look;
+        }
+        ready += e->l->xc.state == RDMA_CONN_READY && !e->bye_in;
+        i++;
+    }
+    /* a failed BYE write fails the link: the transport reports it */
+    while (ready > ch->cfg.max_conns && (i = rdma_chan_victim(ch, keep)) >= 0
+           && rdma_chan_bye(ch, &ch->live[i]) == RDMA_OK)
+        ready--;
+    if ((uint64_t) ready > ch->conns_peak)
+        ch->conns_peak = (uint64_t) ready;
+    ch->live_over = ready > ch->cfg.max_conns;
+}
+
+/* Without memory for its entry l is not counted (it stays open). */
+void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l)
+{
+    ch->conns_opened++;
+    if (ch->cfg.max_conns && rdma_chan_live_push(ch, l) == RDMA_OK)
+        rdma_chan_live_trim(ch, l);
+}
+
+void rdma_chan_live_look(rdma_chan_t * ch)
+{
+    if (ch->cfg.max_conns)
+        rdma_chan_live_trim(ch, NULL);
+}
+
+/* Both BYEs passed and nothing is under way: close, IDLE, tell the owner. */
+static rdma_status_t rdma_chan_evict_done(rdma_chan_t * ch, int i)
+{
+    rdma_link_t *l = ch->live[i].l;
+
+    rdma_chan_link_sum(&ch->gone, l);
+    rdma_link_quiesce(l);
+    l->xc.ops->close(l->xc.xport, &l->xc);
+    l->xc.state = RDMA_CONN_IDLE;
+    rdma_chan_live_drop(ch, i);
+    ch->conns_evicted++;
+    return ch->owner.evicted ? ch->owner.evicted(ch->owner.arg, l) : RDMA_OK;
+}
+
+/* One step of live[i]'s close; *gone: it left live[]. */
+static rdma_status_t rdma_chan_evict_step(rdma_chan_t * ch, int i, int *gone)
+{
+    rdma_chan_live_t *e = &ch->live[i];
+    rdma_link_t *l = e->l;
+    size_t nb;
+    rdma_status_t st = RDMA_OK;
+
+    *gone = 0;
+    if (l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSING) {
+        rdma_chan_live_drop(ch, i);     /* FAILED (the owner was told) or quiesced */
+        *gone = 1;
+        return RDMA_OK;
+    }
+    /* control frames only (FIN, BYE); a pull under way reads into the
+     * owner's iov, whose reads take them then */
+    if (l->xc.state == RDMA_CONN_CLOSING && !l->zc.rx.active
+        && (st = rdma_link_getv(l, NULL, 0, &nb)) != RDMA_OK)
+        return rdma_chan_fail(ch, l, st);
+    e->bye_in |= l->zc.bye_rx;
+    l->zc.bye_rx = 0;
+    if (e->bye_out < 2 && (e->bye_out || rdma_chan_quiet(ch, l, 1))
+        && (st = rdma_chan_bye(ch, e)) != RDMA_OK)
+        return st;
+    if (e->bye_out == 2 && e->bye_in && !rdma_link_busy(l)) {
+        *gone = 1;
+        return rdma_chan_evict_done(ch, i);
+    }
+    return RDMA_OK;
+}
+
+rdma_status_t rdma_chan_evict_run(rdma_chan_t * ch)
+{
+    rdma_status_t st = RDMA_OK;
+    int i = 0, gone;
+
+    while (i < ch->nlive && st == RDMA_OK) {
+        if (!ch->live[i].bye_in && !ch->live[i].bye_out) {
+            i++;
+            continue;
+        }
+        st = rdma_chan_evict_step(ch, i, &gone);
+        i += !gone;
+    }
+    return st;
+}
+
+rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int i;
+
+    if (l->xc.state == RDMA_CONN_FAILED)
+        return l->fail_reads ? rdma_chan_fail(ch, l, RDMA_ERR_PEER) : RDMA_OK;
+    if (l->xc.state != RDMA_CONN_READY)
+        return RDMA_OK;         /* CLOSING: rdma_chan_evict_step takes the BYE */
+    l->zc.bye_rx = 0;           /* the peer's BYE: close once quiet */
+    if ((i = rdma_chan_live_find(ch, l)) < 0) {
+        rdma_status_t st = rdma_chan_live_push(ch, l);
+
+        if (st != RDMA_OK)
+            return st;
+        i = ch->nlive - 1;
+    }
+    ch->live[i].bye_in = 1;
+    ch->nclosing++;
+    return RDMA_OK;
+}
+
+void rdma_chan_live_free(rdma_chan_t * ch)
+{
+    free(ch->live);
+    ch->live = NULL;
+    ch->nlive = ch->live_room = ch->nclosing = 0;
+}

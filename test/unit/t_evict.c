@@ -1,0 +1,313 @@
+/*
+ * t_evict: the cap on live connections (rdma_chan_evict.c) over the fake
+ * transport, made a "wire" transport so that the cap counts its links:
+ * least recently used quiet links close with a BYE each way and reopen on
+ * demand, nothing is lost across the close (a frame racing the BYE, both
+ * sides evicting at once), busy links stay, a peer dying mid-close fails
+ * the link instead of hanging.  Four ranks live in this process; each has
+ * an outbox and an inbox per peer, and the owner's quiet() is "nothing in
+ * the outbox".
+ */
+#include "fake_xport.h"
+#include "rdma_chan.h"
+#include "tap.h"
+
+enum { NR = FAKE_RANKS, RING = 1 << 14, BOX = 1 << 16 };
+
+typedef struct rank {
+    rdma_chan_t ch;
+    rdma_link_t link[NR];
+    char card[256];
+    char out[NR][BOX], in[NR][BOX];
+    size_t out_len[NR], out_at[NR], in_len[NR];
+    int evicted[NR], failed[NR];
+} rank_t;
+
+static rank_t R[NR];
+static rdma_xport_ops_t wire_ops;      /* fake_xport2 that crosses a NIC */
+
+static rdma_link_t *t_link_of(void *arg, int rank)
+{
+    return rank >= 0 && rank < NR ? &((rank_t *) arg)->link[rank] : NULL;
+}
+
+static rdma_status_t t_card_of(void *arg, int rank, char *buf, size_t len)
+{
+    (void) arg;
+    return snprintf(buf, len, "%s", R[rank].card) >= (int) len ? RDMA_ERR_INVAL : RDMA_OK;
+}
+
+static void t_ready(void *arg, rdma_link_t * l)
+{
+    (void) arg, (void) l;
+}
+
+static rdma_status_t t_failed(void *arg, rdma_link_t * l)
+{
+    ((rank_t *) arg)->failed[l->xc.peer] = 1;
+    return RDMA_OK;
+}
+
+static int t_quiet(void *arg, rdma_link_t * l, int answer)
+{
+    rank_t *r = arg;
+
+    (void) answer;
+    return r->out_at[l->xc.peer] == r->out_len[l->xc.peer];
+}
+
+static rdma_status_t t_evicted(void *arg, rdma_link_t * l)
+{
+    rank_t *r = arg;
+
+    r->evicted[l->xc.peer]++;
+    return t_quiet(arg, l, 0) ? RDMA_OK : rdma_chan_connect(&r->ch, l);
+}
+
+/* Four ranks, every peer over the wire; cap[r] is rank r's MAX_CONNS. */
+static int world_open(const int *cap)
+{
+    static const int node[NR] = { 0, 1, 2, 3 };
+    const rdma_xport_ops_t *ops[RDMA_XP_N] = { &fake_xport, &wire_ops };
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL, NULL,
+        t_quiet, t_evicted
+    };
+    rdma_chan_config_t cfg;
+    int r, k;
+
+    memset(R, 0, sizeof(R));
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.transport = RDMA_TRANSPORT_VERBS;
+    cfg.poll_spins = -1;
+    for (k = 0; k < RDMA_XP_N; k++) {
+        cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = 64,
+            .max_frame = 2048, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
+        cfg.link[k].zc = (zc_config_t) { 8192, ZC_MODE_ZCOPY, 0, 0 };
+    }
+    for (r = 0; r < NR; r++) {
+        cfg.max_conns = cap[r];
+        own.arg = &R[r];
+        rdma_chan_init(&R[r].ch, &cfg, ops, r, NR, "t_evict", &own);
+        if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK
+            || rdma_chan_open(&R[r].ch, R[r].card, sizeof(R[r].card)) != RDMA_OK) {
+            diag("rank %d: %s", r, R[r].ch.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void world_close(void)
+{
+    int r;
+
+    for (r = 0; r < NR; r++)
+        rdma_chan_finalize(&R[r].ch);
+    memset(&fake_faults, 0, sizeof(fake_faults));
+}
+
+/* Queue len bytes from a to b (a pattern that names both and the offset). */
+static void post(int a, int b, size_t len)
+{
+    size_t i, at = R[a].out_len[b];
+
+    for (i = 0; i < len; i++)
+        R[a].out[b][at + i] = (char) ((at + i) * 7 + a * 31 + b);
+    R[a].out_len[b] += len;
+}
+
+/* One step of rank r: its channel, then every readable link, then every
+ * outbox (a put on an IDLE link connects it). */
+static int step(int r)
+{
+    rank_t *x = &R[r];
+    int p;
+
+    if (rdma_chan_poll(&x->ch) != RDMA_OK)
+        return -1;
+    for (p = 0; p < NR; p++) {
+        rdma_link_t *l = &x->link[p];
+        struct iovec iov;
+        size_t nb;
+
+        if (p == r || x->failed[p])
+            continue;
+        iov = (struct iovec) { x->in[p] + x->in_len[p], BOX - x->in_len[p] };
+        if ((l->xc.state == RDMA_CONN_READY || l->xc.state == RDMA_CONN_CLOSING)
+            && rdma_chan_getv(&x->ch, l, &iov, 1, &nb) == RDMA_OK)
+            x->in_len[p] += nb;
+        if (x->out_at[p] == x->out_len[p])
+            continue;
+        iov = (struct iovec) { x->out[p] + x->out_at[p], x->out_len[p] - x->out_at[p] };
+        if (rdma_chan_putv(&x->ch, l, &iov, 1, &nb) != RDMA_OK)
+            return -1;
+        x->out_at[p] += nb;
+    }
+    return 0;
+}
+
+/* Run every rank (only those in `only`, a bit set) n times. */
+static int pump(int n, unsigned only)
+{
+    int r;
+
+    while (n-- > 0)
+        for (r = 0; r < NR; r++)
+            if ((only >> r & 1) && step(r))
+                return -1;
+    return 0;
+}
+
+/* Every byte queued so far arrived, in order and intact. */
+static int delivered(void)
+{
+    int a, b;
+
+    for (a = 0; a < NR; a++)
+        for (b = 0; b < NR; b++)
+            if (R[b].in_len[a] != R[a].out_len[b]
+                || memcmp(R[b].in[a], R[a].out[b], R[a].out_len[b]))
+                return 0;
+    return 1;
+}
+
+static rdma_conn_state_t st(int a, int b)
+{
+    return R[a].link[b].xc.state;
+}
+
+static uint64_t counter(int r, int which)
+{
+    rdma_chan_counters_t c;
+
+    rdma_chan_counters_get(&R[r].ch, &c);
+    return which == 0 ? c.conns_opened : which == 1 ? c.conns_evicted : which == 2
+        ? c.conns_live : c.conns_peak;
+}
+
+static void test_lru(void)
+{
+    static const int cap[NR] = { 2, 0, 0, 0 };
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(0, 1, 100), post(0, 2, 100);
+    pump(2000, 0xf);
+    post(0, 1, 50);             /* 1 used after 2: 2 is the least recent */
+    pump(2000, 0xf);
+    ok(delivered() && st(0, 1) == RDMA_CONN_READY && st(0, 2) == RDMA_CONN_READY
+       && counter(0, 1) == 0, "two peers under a cap of 2: both stay");
+    post(0, 3, 100);
+    pump(3000, 0xf);
+    ok(delivered() && st(0, 2) == RDMA_CONN_IDLE && st(2, 0) == RDMA_CONN_IDLE
+       && st(0, 1) == RDMA_CONN_READY && st(0, 3) == RDMA_CONN_READY,
+       "a third: the least recently used (rank 2) closes at both ends");
+    ok(counter(0, 1) == 1 && counter(2, 1) == 1 && counter(0, 0) == 3 && counter(0, 2) == 2
+       && counter(0, 3) == 2 && R[0].evicted[2] == 1 && R[2].evicted[0] == 1,
+       "counted: opened 3, evicted 1 on each side, 2 live, peak 2");
+    post(0, 2, 3000), post(2, 0, 3000);
+    pump(4000, 0xf);
+    ok(delivered() && st(0, 2) == RDMA_CONN_READY && st(0, 1) == RDMA_CONN_IDLE
+       && counter(0, 0) == 4 && counter(0, 3) == 2,
+       "rank 2 again: reopened on demand, rank 1 (now least recent) closes, 3000 B each way");
+    world_close();
+}
+
+/* Rank 0 (cap 1), talking to rank 1, connects to rank 2 and sends BYE to
+ * rank 1, which has not polled since; 0 when it got there. */
+static int bye_sent(void)
+{
+    static const int cap[NR] = { 1, 0, 0, 0 };
+
+    if (world_open(cap))
+        return -1;
+    post(0, 1, 10);
+    pump(2000, 0xf);
+    post(0, 2, 10);
+    pump(3, 1 << 0);            /* rank 0 connects to 2 */
+    pump(3, 1 << 2);            /* rank 2 accepts */
+    pump(3, 1 << 0);            /* rank 0: ready, above the cap: BYE to 1 */
+    return st(0, 1) == RDMA_CONN_CLOSING && st(1, 0) == RDMA_CONN_READY ? 0 : -1;
+}
+
+static void test_race(void)
+{
+    ok(bye_sent() == 0, "rank 0 sent BYE to rank 1, which has not read it yet");
+    post(1, 0, 5000);           /* written before rank 1 reads the BYE */
+    pump(4000, 0xf);
+    ok(delivered() && R[0].in_len[1] == 5000, "a stream racing the BYE arrives whole first");
+    ok(R[0].evicted[1] == 1 && R[1].evicted[0] == 1 && st(0, 2) == RDMA_CONN_READY,
+       "then both ends closed; rank 1's stream ended before its BYE");
+    world_close();
+}
+
+static void test_both(void)
+{
+    static const int cap[NR] = { 1, 1, 0, 0 };
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(0, 1, 10), post(1, 0, 10);
+    pump(2000, 0xf);
+    post(0, 2, 10), post(1, 3, 10);
+    pump(4000, 0xf);
+    ok(delivered() && R[0].evicted[1] == 1 && R[1].evicted[0] == 1
+       && st(0, 1) == RDMA_CONN_IDLE && st(1, 0) == RDMA_CONN_IDLE,
+       "both ends evict the same link at once: one close each");
+    ok(R[0].ch.nclosing == 0 && R[1].ch.nclosing == 0, "nothing left closing");
+    post(1, 0, 2000), post(0, 1, 2000);
+    pump(4000, 0xf);
+    ok(delivered() && st(0, 1) == RDMA_CONN_READY, "and it reopens with data both ways");
+    world_close();
+}
+
+static void test_busy(void)
+{
+    static const int cap[NR] = { 1, 0, 0, 0 };
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(0, 1, 10);
+    pump(2000, 0xf);
+    post(0, 1, 60000);          /* a stream: rank 0 is not quiet towards 1 */
+    post(0, 2, 10);
+    pump(2, 1 << 0);
+    pump(2, 1 << 2);
+    pump(2, 1 << 0);
+    ok(st(0, 1) == RDMA_CONN_READY && counter(0, 3) == 2,
+       "a link with data queued stays (2 live above the cap of 1)");
+    pump(6000, 0xf);
+    ok(delivered() && R[0].evicted[1] + R[0].evicted[2] == 1 && counter(0, 2) == 1,
+       "once quiet, the next look closes one: back to the cap");
+    world_close();
+}
+
+static void test_dead(void)
+{
+    int sent = bye_sent();
+
+    fake_faults.kill_peer = 1 + 1;      /* rank 1 dies before it answers */
+    pump(200, 1 << 0 | 1 << 2);
+    ok(sent == 0 && st(0, 1) == RDMA_CONN_FAILED && R[0].failed[1] && R[0].ch.nclosing == 0,
+       "the peer dies mid-close: the link fails (told once), nothing waits for its BYE");
+    world_close();
+}
+
+int main(void)
+{
+    wire_ops = fake_xport2;
+    wire_ops.wire = 1;
+    plan(13);
+    test_lru();
+    test_race();
+    test_both();
+    test_busy();
+    test_dead();
+    return done_testing();
+}
