@@ -125,10 +125,11 @@ expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or z
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(env $L=zcopy timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
 n=$(grep -c '^pvar rdma_' <<< "$out")
-[[ $n -eq 17 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
+[[ $n -eq 21 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_rma_direct_puts class counter readonly 1 continuous 1' <<< "$out" &&
-    grep -q '^rank 0: rdma_rma_messages 0$' <<< "$out"
-ok $? "MPI_T lists the 17 rdma_* pvars ($n), read-only and continuous; no one-sided operation here"
+    grep -q '^pvar rdma_conns_live_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
+    grep -q '^rank 0: rdma_rma_messages 0$' <<< "$out" && grep -q '^rank 0: rdma_conns_opened 0$' <<< "$out"
+ok $? "MPI_T lists the 21 rdma_* pvars ($n), read-only and continuous; no one-sided operation, no network connection here"
 grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
     grep -q '^rank 1: rdma_zcopy_parts [1-9]' <<< "$out" && grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
     grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out" &&

@@ -286,8 +286,6 @@ static rdma_status_t fake_progress(rdma_xport_t * xp)
 
     xp->progress++;
     fake_accept(xp);
-    if (fake_kill(xp) != RDMA_OK)
-        return RDMA_ERR_PEER;
     for (r = 0; r < FAKE_RANKS; r++) {
         fake_end_t *e = xp->end[r];
 
@@ -305,7 +303,7 @@ static rdma_status_t fake_progress(rdma_xport_t * xp)
             xp->prm.ev.pulled(e->c, k);
         }
     }
-    return RDMA_OK;
+    return fake_kill(xp) != RDMA_OK ? RDMA_ERR_PEER : RDMA_OK;    /* after what landed */
 }
 
 /* The end goes (c may connect again); its memory stays until finalize. */

@@ -20,7 +20,8 @@ typedef struct rank {
     char card[256];
     char out[NR][BOX], in[NR][BOX];
     size_t out_len[NR], out_at[NR], in_len[NR];
-    int evicted[NR], failed[NR];
+    int evicted[NR];
+    int told[NR], dead[NR];     /* owner.failed calls; a read that failed */
 } rank_t;
 
 static rank_t R[NR];
@@ -42,9 +43,10 @@ static void t_ready(void *arg, rdma_link_t * l)
     (void) arg, (void) l;
 }
 
+/* As CH3 with a link it polls: reads go on, their end says. */
 static rdma_status_t t_failed(void *arg, rdma_link_t * l)
 {
-    ((rank_t *) arg)->failed[l->xc.peer] = 1;
+    ((rank_t *) arg)->told[l->xc.peer]++;
     return RDMA_OK;
 }
 
@@ -85,6 +87,8 @@ static int world_open(const int *cap)
         cfg.link[k].zc = (zc_config_t) { 8192, ZC_MODE_ZCOPY, 0, 0 };
     }
     for (r = 0; r < NR; r++) {
+        for (k = 0; k < NR; k++)
+            R[r].link[k].fail_reads = 1;        /* as the CH3 glue's job VCs */
         cfg.max_conns = cap[r];
         own.arg = &R[r];
         rdma_chan_init(&R[r].ch, &cfg, ops, r, NR, "t_evict", &own);
@@ -130,12 +134,17 @@ static int step(int r)
         struct iovec iov;
         size_t nb;
 
-        if (p == r || x->failed[p])
+        if (p == r || x->dead[p])
             continue;
         iov = (struct iovec) { x->in[p] + x->in_len[p], BOX - x->in_len[p] };
-        if ((l->xc.state == RDMA_CONN_READY || l->xc.state == RDMA_CONN_CLOSING)
-            && rdma_chan_getv(&x->ch, l, &iov, 1, &nb) == RDMA_OK)
+        if (l->xc.state == RDMA_CONN_READY || l->xc.state == RDMA_CONN_CLOSING
+            || l->xc.state == RDMA_CONN_FAILED) {
+            if (rdma_chan_getv(&x->ch, l, &iov, 1, &nb) != RDMA_OK) {
+                x->dead[p] = 1;
+                continue;
+            }
             x->in_len[p] += nb;
+        }
         if (x->out_at[p] == x->out_len[p])
             continue;
         iov = (struct iovec) { x->out[p] + x->out_at[p], x->out_len[p] - x->out_at[p] };
@@ -294,8 +303,30 @@ static void test_dead(void)
 
     fake_faults.kill_peer = 1 + 1;      /* rank 1 dies before it answers */
     pump(200, 1 << 0 | 1 << 2);
-    ok(sent == 0 && st(0, 1) == RDMA_CONN_FAILED && R[0].failed[1] && R[0].ch.nclosing == 0,
-       "the peer dies mid-close: the link fails (told once), nothing waits for its BYE");
+    ok(sent == 0 && st(0, 1) == RDMA_CONN_FAILED && R[0].told[1] && R[0].dead[1]
+       && R[0].ch.nclosing == 0,
+       "the peer dies mid-close: the link fails, its reads end in the failure, nothing waits "
+       "for its BYE");
+    world_close();
+}
+
+/* Completion-driven (writes land at the receiver's progress): rank 1's
+ * BYE lands in the same progress call of rank 0 that finds its link dead,
+ * as a keepalive to rank 1's destroyed end would. */
+static void test_lagging(void)
+{
+    int sent, closed;
+
+    fake_faults.defer_writes = 1;
+    sent = bye_sent();
+    pump(50, 1 << 1);           /* rank 1 reads the BYE, answers, closes its end */
+    closed = st(1, 0) == RDMA_CONN_IDLE;
+    fake_faults.kill_peer = 1 + 1;      /* rank 0's writes to that end fail */
+    pump(200, 1 << 0 | 1 << 2);
+    ok(sent == 0 && closed && st(0, 1) == RDMA_CONN_IDLE && R[0].evicted[1] == 1
+       && R[0].told[1] && !R[0].dead[1] && R[0].ch.nclosing == 0,
+       "the peer closed in order before we polled, and our link failed: its BYE had landed, "
+       "the close completes, no failure");
     world_close();
 }
 
@@ -303,11 +334,12 @@ int main(void)
 {
     wire_ops = fake_xport2;
     wire_ops.wire = 1;
-    plan(13);
+    plan(14);
     test_lru();
     test_race();
     test_both();
     test_busy();
     test_dead();
+    test_lagging();
     return done_testing();
 }

@@ -543,15 +543,19 @@ static void rank_close_handshake(node_t * nd)
 /* Connecting again after a close (the channel's eviction, rdma_xport.h
  * close()): rank 0 reconnects while rank 1 still holds the old
  * connection for `late` s (more than the timeout: the transport must keep
- * the request alive), then both stream again. */
+ * the request alive), then both stream again.  Rank 1 quiesces the old one
+ * first: its writes there (credits, keepalives) fail once rank 0's end is
+ * gone, which the channel, having read rank 0's BYE, takes as the close. */
 static void rank_reopen(node_t * nd)
 {
     rdma_conn_t *c = &nd->conns[nd->rank == 0].xc;
     double limit = conform_now() + GROUP_LIMIT;
 
     conform_barrier(nd);
-    if (nd->rank == 1)
+    if (nd->rank == 1) {
+        rdma_link_quiesce(&nd->conns[0]);
         usleep((useconds_t) (nd->sc->late * 1e6));
+    }
     conform_t->ops->close(nd->xp, c);
     c->state = RDMA_CONN_IDLE;
     if (nd->rank == 0 && conform_t->ops->connect(nd->xp, c)) {

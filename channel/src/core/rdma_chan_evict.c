@@ -33,7 +33,12 @@
  *     new request waiting, alive, until that side closed (rdma_xport.h,
  *     close(); verbs: a WAIT answer extends the request's deadline).
  *   - A peer that dies meanwhile fails the link as any READY one: the
- *     transport treats CLOSING as READY.
+ *     transport treats CLOSING as READY.  A link that fails after it sent
+ *     its BYE may only see the peer's orderly close (the peer read our BYE,
+ *     answered and destroyed its end before we polled; our credit or
+ *     keepalive writes then fail): if the peer's BYE is among what landed,
+ *     the close completes and no failure is reported
+ *     (rdma_chan_evict_failed).
  * LRU: each look (every 1024th poll, rdma_chan_live_look, every poll while
  * the cap is exceeded, and each new connection) compares every live
  * link's frame count with the last one seen: links whose count moved are
@@ -42,11 +47,10 @@
  * when one becomes READY, the others may all still have messages queued
  * (an all-to-all posts to every peer at once); neither a connect nor a
  * peer connecting is held back at the cap (no admission control), so the
- * cap bounds the steady state, and rdma_conns_live_max shows the peak.  Owner only (the channel thread
- * never reads live[]).
+ * cap bounds the steady state, and rdma_conns_live_max shows the peak.
+ * Owner only (the channel thread never reads live[]).
  */
 #include <stdlib.h>
-#include <string.h>
 #include "rdma_chan.h"
 
 static int rdma_chan_live_find(const rdma_chan_t * ch, const rdma_link_t * l)
@@ -182,6 +186,32 @@ static rdma_status_t rdma_chan_evict_done(rdma_chan_t * ch, int i)
     return ch->owner.evicted ? ch->owner.evicted(ch->owner.arg, l) : RDMA_OK;
 }
 
+/* live[i] sent its BYE, then FAILED: the peer may have closed in order
+ * (it read our BYE, answered and destroyed its end, and our credit or
+ * keepalive writes to it failed), or died.  Its BYE, if it came, landed
+ * before its end went (close() waits for that), so: BYE read -> the
+ * close completes, no failure; nothing more to read without it -> a real
+ * failure, which the owner's reads report (rdma_chan_getv); else the
+ * owner reads what landed first. */
+static rdma_status_t rdma_chan_evict_failed(rdma_chan_t * ch, int i, int *gone)
+{
+    rdma_link_t *l = ch->live[i].l;
+    size_t nb;
+
+    if (!l->zc.rx.active && rdma_link_getv(l, NULL, 0, &nb) != RDMA_OK)
+        l->zc.bye_rx = 0;       /* a broken pipe: no BYE to trust */
+    if (l->zc.bye_rx || ch->live[i].bye_in) {
+        l->zc.bye_rx = 0;
+        *gone = 1;
+        return rdma_chan_evict_done(ch, i);
+    }
+    if (!rb_pipe_rx_maybe(&l->pipe)) {
+        rdma_chan_live_drop(ch, i);
+        *gone = 1;
+    }
+    return RDMA_OK;
+}
+
 /* One step of live[i]'s close; *gone: it left live[]. */
 static rdma_status_t rdma_chan_evict_step(rdma_chan_t * ch, int i, int *gone)
 {
@@ -191,6 +221,8 @@ static rdma_status_t rdma_chan_evict_step(rdma_chan_t * ch, int i, int *gone)
     rdma_status_t st = RDMA_OK;
 
     *gone = 0;
+    if (l->xc.state == RDMA_CONN_FAILED && e->bye_out == 2)
+        return rdma_chan_evict_failed(ch, i, gone);
     if (l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSING) {
         rdma_chan_live_drop(ch, i);     /* FAILED (the owner was told) or quiesced */
         *gone = 1;
@@ -233,8 +265,14 @@ rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l)
 {
     int i;
 
-    if (l->xc.state == RDMA_CONN_FAILED)
+    if (l->xc.state == RDMA_CONN_FAILED) {
+        i = l->zc.bye_rx ? rdma_chan_live_find(ch, l) : -1;
+        if (i >= 0 && ch->live[i].bye_out == 2) {       /* closed in order after all */
+            l->zc.bye_rx = 0;
+            return rdma_chan_evict_done(ch, i);
+        }
         return l->fail_reads ? rdma_chan_fail(ch, l, RDMA_ERR_PEER) : RDMA_OK;
+    }
     if (l->xc.state != RDMA_CONN_READY)
         return RDMA_OK;         /* CLOSING: rdma_chan_evict_step takes the BYE */
     l->zc.bye_rx = 0;           /* the peer's BYE: close once quiet */
