@@ -172,7 +172,6 @@ rdma_status_t rdma_chan_open(rdma_chan_t * ch, char *card, size_t len);
  * (verbose: reports first). */
 rdma_status_t rdma_chan_finalize(rdma_chan_t * ch);
 
-
 /* Same caller rule as every other call: the owner serialises it. */
 void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c);
 
@@ -210,8 +209,8 @@ static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
  * wire, to a rank of the job) became READY: counted, and above the cap the
  * least recently used quiet link begins to close (without memory to count
  * it, l stays uncounted).  live_look: every 1024th poll and every poll
- * while live_over, the LRU clock, and links the cap still exceeds close.  evict_run: every poll
- * while links close.  getv_end: a read found nothing and l FAILED or its
+ * while live_over, the LRU clock, and links the cap still exceeds close.
+ * evict_run: every poll while links close.  getv_end: a read found nothing and l FAILED or its
  * peer's BYE came.  live_free: at finalize. */
 void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l);
 void rdma_chan_live_look(rdma_chan_t * ch);

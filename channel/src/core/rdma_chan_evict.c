@@ -266,11 +266,14 @@ rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l)
     int i;
 
     if (l->xc.state == RDMA_CONN_FAILED) {
-        i = l->zc.bye_rx ? rdma_chan_live_find(ch, l) : -1;
-        if (i >= 0 && ch->live[i].bye_out == 2) {       /* closed in order after all */
-            l->zc.bye_rx = 0;
-            return rdma_chan_evict_done(ch, i);
-        }
+        int gone;
+        rdma_status_t st;
+
+        i = rdma_chan_live_find(ch, l);
+        if (i >= 0 && ch->live[i].bye_out == 2
+            && ((st = rdma_chan_evict_failed(ch, i, &gone)) != RDMA_OK
+                || l->xc.state == RDMA_CONN_IDLE))
+            return st;          /* closed in order after all */
         return l->fail_reads ? rdma_chan_fail(ch, l, RDMA_ERR_PEER) : RDMA_OK;
     }
     if (l->xc.state != RDMA_CONN_READY)
