@@ -8,9 +8,9 @@
  * other through a table per fabric: fake_xport and fake_xport2 are two
  * independent transports (to stand for shm and verbs side by side).
  * connect() creates this side's end and binds it at once; the peer's
- * progress() accepts (conn_of, bind, ready), this side's next progress()
- * sees that and is ready too, so every event comes from inside the rank's
- * own calls, as the contract says.  close() retires the end (c may
+ * progress() accepts (conn_of, admit, bind, ready), this side's next
+ * progress() sees that and is ready too (once its owner admits it), so
+ * every event comes from inside the rank's own calls, as the contract says.  close() retires the end (c may
  * connect again); a peer connecting again while our old end is open
  * waits until we closed it, as the contract says.
  *
@@ -238,6 +238,20 @@ static void fake_ready(rdma_xport_t * xp, fake_end_t * e)
     xp->prm.ev.ready(xp->prm.ev.arg, e->c);
 }
 
+/* A peer's connect makes c's end if the owner admits it (else it waits:
+ * asked again at our next progress). */
+static fake_end_t *fake_admit(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    const rdma_xport_events_t *ev = &xp->prm.ev;
+    fake_end_t *e;
+
+    if (ev->admit && !ev->admit(ev->arg, c, 1))
+        return NULL;
+    if (!(e = fake_end_new(xp, c)) && ev->admit)
+        ev->admit(ev->arg, c, 0);
+    return e;
+}
+
 /* Accept peers that connected to us; finish our own connects. */
 static void fake_accept(rdma_xport_t * xp)
 {
@@ -253,7 +267,7 @@ static void fake_accept(rdma_xport_t * xp)
         mine = xp->end[r];
         if (mine && mine->peer)
             continue;           /* they connect again; our old end is still open */
-        if (!mine && (!(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_end_new(xp, c))))
+        if (!mine && (!(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_admit(xp, c))))
             continue;
         mine->peer = theirs;
         theirs->peer = mine;
@@ -261,7 +275,8 @@ static void fake_accept(rdma_xport_t * xp)
         fake_ready(xp, mine);
     }
     for (r = 0; r < FAKE_RANKS; r++)
-        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state == RDMA_CONN_CONNECTING)
+        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state == RDMA_CONN_CONNECTING
+            && (!xp->prm.ev.admit || xp->prm.ev.admit(xp->prm.ev.arg, xp->end[r]->c, 1)))
             fake_ready(xp, xp->end[r]);
 }
 

@@ -289,12 +289,123 @@ static void test_busy(void)
     pump(2, 1 << 0);
     pump(2, 1 << 2);
     pump(2, 1 << 0);
-    ok(st(0, 1) == RDMA_CONN_READY && counter(0, 3) == 2,
-       "a link with data queued stays (2 live above the cap of 1)");
+    ok(st(0, 1) == RDMA_CONN_READY && st(0, 2) == RDMA_CONN_IDLE && R[0].ch.nwait == 1
+       && counter(0, 3) == 1, "a link with data queued stays; the connect to rank 2 waits");
     pump(6000, 0xf);
-    ok(delivered() && R[0].evicted[1] + R[0].evicted[2] == 1 && counter(0, 2) == 1,
-       "once quiet, the next look closes one: back to the cap");
+    ok(delivered() && R[0].evicted[1] == 1 && st(0, 2) == RDMA_CONN_READY
+       && counter(0, 2) == 1 && counter(0, 3) == 1,
+       "once quiet, it closes and rank 2 connects: never above the cap of 1");
     world_close();
+}
+
+/* Links open at r: READY or CLOSING (a connect to a lower rank holds
+ * no slot until that rank admitted it). */
+static int open_links(int r)
+{
+    int p, n = 0;
+
+    for (p = 0; p < NR; p++)
+        n += p != r && (st(r, p) == RDMA_CONN_READY || st(r, p) == RDMA_CONN_CLOSING);
+    return n;
+}
+
+/* Rank 2 connects to rank 0 (cap 1), which talks to rank 1: kept waiting
+ * until rank 0 closed its link to 1 (the next look, within 1024 polls,
+ * sees slot_want). */
+static void test_admit(void)
+{
+    static const int cap[NR] = { 1, 0, 0, 0 };
+    int most = 0, i;
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(0, 1, 10), post(1, 0, 10);
+    pump(2000, 0xf);
+    post(2, 0, 4000);
+    pump(3, 1 << 2);            /* rank 2 connects */
+    pump(1100, 1 << 0);         /* at its cap: not admitted; a look comes */
+    ok(st(0, 2) == RDMA_CONN_IDLE && st(2, 0) == RDMA_CONN_CONNECTING
+       && st(0, 1) == RDMA_CONN_CLOSING,
+       "a peer's connect at the cap waits, and the least recently used link closes");
+    for (i = 0; i < 4000; i++) {
+        pump(1, 0xf);
+        most = open_links(0) > most ? open_links(0) : most;
+    }
+    ok(delivered() && st(0, 2) == RDMA_CONN_READY && st(0, 1) == RDMA_CONN_IDLE && most == 1
+       && counter(0, 3) == 1 && R[0].ch.slots == 1,
+       "then admitted: 4000 B arrive, rank 0 never held more than one link");
+    world_close();
+}
+
+/* Every rank sends to every other at once (an all-to-all), cap[r] each:
+ * all arrives, no rank ever holds more than its cap, slots match the
+ * links; 0 if so. */
+static int all_to_all(const int *cap, int rounds)
+{
+    int a, b, i, most[NR] = { 0 };
+
+    if (world_open(cap))
+        return -1;
+    for (i = 0; i < rounds; i++)
+        for (a = 0; a < NR; a++)
+            for (b = 0; b < NR; b++)
+                if (a != b)
+                    post(a, b, 1500 + 100 * (size_t) (a + b + i));
+    for (i = 0; i < 40000 && !delivered(); i++) {
+        if (pump(1, 0xf))
+            return -1;
+        for (a = 0; a < NR; a++)
+            most[a] = open_links(a) > most[a] ? open_links(a) : most[a];
+    }
+    pump(2000, 0xf);
+    for (a = 0; a < NR; a++)
+        if (most[a] > cap[a] || counter(a, 3) > (uint64_t) cap[a]
+            || R[a].ch.slots != open_links(a) || R[a].ch.nwait) {
+            diag("rank %d: %d open at most, peak %d, %d slots for %d links, %d waiting", a,
+                 most[a], (int) counter(a, 3), R[a].ch.slots, open_links(a), R[a].ch.nwait);
+            return -1;
+        }
+    return delivered() ? 0 : -1;
+}
+
+/* Connects in a ring at once, cap 1 (0 -> 1 -> 2 -> 0): were each to take
+ * its own slot first, each would wait for the next one's, held the same
+ * way, forever; slots are taken lower rank first. */
+static void test_ring(void)
+{
+    static const int cap[NR] = { 1, 1, 1, 1 };
+    int i;
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(0, 1, 3000), post(1, 2, 3000), post(2, 0, 3000);
+    for (i = 0; i < 3; i++)     /* all connect before anyone polls */
+        rdma_chan_connect(&R[i].ch, &R[i].link[(i + 1) % 3]);
+    for (i = 0; i < 20000 && !delivered(); i++)
+        pump(1, 0xf);
+    ok(delivered() && counter(0, 3) == 1 && counter(1, 3) == 1 && counter(2, 3) == 1,
+       "connects in a ring at cap 1: no cycle of waits, every byte arrives");
+    world_close();
+}
+
+static void test_all_to_all(void)
+{
+    static const int cap1[NR] = { 1, 1, 1, 1 }, cap2[NR] = { 2, 2, 2, 2 };
+    static const int mixed[NR] = { 1, 2, 3, 1 };
+    int r1 = all_to_all(cap1, 3);
+
+    world_close();
+    ok(r1 == 0, "all-to-all, cap 1 everywhere: every byte arrives, one link per rank at most");
+    r1 = all_to_all(cap2, 3);
+    world_close();
+    ok(r1 == 0, "cap 2 everywhere: likewise");
+    r1 = all_to_all(mixed, 3);
+    world_close();
+    ok(r1 == 0, "caps 1, 2, 3, 1: likewise");
 }
 
 static void test_dead(void)
@@ -334,11 +445,14 @@ int main(void)
 {
     wire_ops = fake_xport2;
     wire_ops.wire = 1;
-    plan(14);
+    plan(20);
     test_lru();
     test_race();
     test_both();
     test_busy();
+    test_admit();
+    test_ring();
+    test_all_to_all();
     test_dead();
     test_lagging();
     return done_testing();

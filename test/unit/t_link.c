@@ -66,7 +66,7 @@ static int node_open(int rank)
     prm.ring_size = RING;
     prm.chunk_size = 256;
     prm.ev = (rdma_xport_events_t) { t_conn_of, t_card_of, t_bind, t_ready, rdma_link_landed,
-        rdma_link_pulled, rdma_link_sent, NULL, NULL, nd };
+        rdma_link_pulled, rdma_link_sent, NULL, NULL, NULL, nd };
     if (fake_xport.open(&prm, &nd->xp, card, sizeof(card), err, sizeof(err)) != RDMA_OK)
         return -1;
     rdma_link_config_fit(&nd->cfg, &fake_xport, nd->xp, err, sizeof(err));

@@ -100,6 +100,19 @@ static rdma_conn_t *cb_accept(void *arg, const char *who)
     return &nd->conns[p].xc;
 }
 
+/* ev.admit (the channel thread asks): wait_rank refuses until admit_until. */
+static int cb_admit(void *arg, rdma_conn_t * c, int take)
+{
+    node_t *nd = arg;
+
+    (void) c;
+    if (!take || !nd->sc->wait_rank || nd->rank != nd->sc->wait_rank
+        || conform_now() >= nd->admit_until)
+        return 1;
+    __atomic_fetch_add(&nd->admit_refused, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
 static int cb_card_of(void *arg, int rank, char *buf, size_t len)
 {
     node_t *nd = arg;
@@ -160,7 +173,8 @@ void conform_params(const scen_t * sc, node_t * nd, rdma_xport_params_t * prm)
     prm->head_writes = sc->mode == RB_MODE_BASIC;
     prm->timeout = sc->timeout;
     prm->ev = (rdma_xport_events_t) { cb_conn_of, cb_card_of, cb_bind, cb_conn_ready,
-        rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, conform_rma_done, nd };
+        rdma_link_landed, rdma_link_pulled, rdma_link_sent, cb_accept, conform_rma_done, cb_admit,
+        nd };
     if (sc->dynamic && nd) {
         prm->rank = 0;
         prm->size = 1;
@@ -587,6 +601,7 @@ static void rank_thread_start(node_t * nd)
     char err[RDMA_MSG_LEN];
 
     rdma_thread_init(&nd->thr);
+    nd->admit_until = conform_now() + nd->sc->late;
     if (rdma_xport_bg_src(conform_t->ops, nd->xp, &src)
         && (rdma_thread_add(&nd->thr, &src) || rdma_thread_start(&nd->thr, err, sizeof(err)))) {
         conform_say(nd, "D channel thread: %s", err);
@@ -622,6 +637,11 @@ static void rank_main(const scen_t * sc, int rank, int fd)
         rank_refusing(&nd);
     rank_hook(&nd, CONFORM_CARDS);
     rank_connect(&nd);
+    if (sc->wait_rank && rank == sc->wait_rank
+        && !__atomic_load_n(&nd.admit_refused, __ATOMIC_RELAXED)) {
+        conform_say(&nd, "D ev.admit was never asked to refuse a request");
+        exit(1);
+    }
     if (!fails_to_connect(sc) && !rank_stream(&nd)) {
         if (sc->pingpong)
             rank_pingpong(&nd);

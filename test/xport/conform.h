@@ -82,6 +82,9 @@ typedef struct scen {
                                  * holds its old one `late` s more without
                                  * calling the transport, then closes it; the
                                  * streams run again on the new connection */
+    int wait_rank;              /* this rank (0: none) turns peers' requests
+                                 * away in ev.admit for `late` s (its cap is
+                                 * full), then takes them: they wait, alive */
     int rma;                    /* one-sided operations (conform_rma.c) after the streams */
     size_t bcopy;               /* verbs: one-sided bounce buffers up to this size */
     int ext;                    /* the transport's own scenario (hook), 0: none */
@@ -97,6 +100,9 @@ typedef struct node {
     rdma_link_config_t link;
     int nready, ready_calls[CONFORM_MAXP];
     int accepts;                /* dynamic: hellos this rank's owner was asked about */
+    double admit_until;         /* wait_rank: refuse until then (set before the
+                                 * channel thread starts, read-only after) */
+    int admit_refused;          /* ... requests refused (__atomic: the thread's) */
     rdma_xport_t *xp;
     rdma_thread_t thr;          /* the channel thread, as rdma_chan runs it */
     char job[64], hello[32];    /* dynamic: this rank's job and hello */

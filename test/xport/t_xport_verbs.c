@@ -431,6 +431,10 @@ static const conform_case_t verbs_cases[] = {
     {"reopen", "2 ranks: rank 0 closes its connection and connects again while rank 1 "
      "holds the old one 4 s without polling (timeout 2 s): kept waiting, then streams on the "
      "new one", {.reopen = 1, .late = 4, .timeout = 2}, NULL},
+    {"admit", "3 ranks: rank 1's owner admits no connection for 4 s (its cap is full; "
+     "timeout 2 s): rank 0's request to it, and rank 2's answer to its own request, wait "
+     "alive (WAIT); then they connect and stream", {.nprocs = 3, .wait_rank = 1, .late = 4,
+                                                    .timeout = 2}, NULL},
     {"write-imm", "2 ranks, force_completion=1 (write-with-imm): streams + ping-pong",
      {.force_completion = 1, .pingpong = 300}, NULL},
     {"srq", "4 ranks, write-with-imm, receivers pause, a shared receive queue of 16: no QP "

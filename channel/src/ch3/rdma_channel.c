@@ -196,7 +196,7 @@ __attribute__ ((cold)) void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc)
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc)
 {
     MPIDI_CH3I_RDMA_ready_drop(vc);
-    rdma_link_quiesce(MPIDI_CH3I_link(vc));
+    rdma_chan_quiesce(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
     return MPI_SUCCESS;
 }
 

@@ -194,10 +194,11 @@ cvars:
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
         Connections over the network (verbs) to ranks of the job that a
-        process keeps ready at most: beyond it, the least recently used one
-        with nothing under way closes and reopens when next used, so
-        queue and ring memory follow this cap, not the number of peers.
-        0: no cap; else 1..1048576.
+        process holds at most, connecting and closing ones included: at
+        the cap a connect, or a peer's, waits while the least recently
+        used one with nothing under way closes (it reopens when next
+        used), so queue and ring memory follow this cap, not the number
+        of peers.  0: no cap; else 1..1048576.
 
     - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
       category    : CH3_RDMA

@@ -115,7 +115,7 @@ static void rdma_owner_ready(void *arg, rdma_link_t * l)
 
     (void) arg;
     if (vc->ch.terminating == MPIDI_CH3I_TERM_FAILED) {
-        rdma_link_quiesce(l);   /* connected after its process was reported dead */
+        rdma_chan_quiesce(&MPIDI_CH3I_chan, l);  /* connected after its process was reported dead */
         return;
     }
     MPIDI_CH3I_RDMA_eager_set(vc);     /* a VC outside the job knows its transport now */

@@ -62,9 +62,9 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_conns_live", conns_live, LEVEL,
               "Connections over the network ready now"),
     RDMA_PVAR("rdma_conns_live_max", conns_peak, HIGHWATERMARK,
-              "Most connections over the network ready at once under "
-              "MPIR_CVAR_CH3_RDMA_MAX_CONNS, counted after each eviction began: above the cap "
-              "while connections opened faster than idle ones could close (0 without the cap)"),
+              "Most connections over the network open at once (ready or closing) under "
+              "MPIR_CVAR_CH3_RDMA_MAX_CONNS: at most the cap, as connects and peers' requests "
+              "wait for a slot (0 without the cap)"),
     RDMA_PVAR("rdma_pinned_bytes", xp.pinned_bytes, LEVEL,
               "User memory registered with the NIC now, cached registrations included"),
     /* MPICH 4.0.2 drops the watermark flag of a handle (pvar_impl.c,

@@ -133,6 +133,24 @@ static rdma_conn_t *rdma_chan_accept(void *arg, const char *who)
     return l && l->xc.ops == x->ops ? &l->xc : NULL;
 }
 
+/* ev.admit: the peer's request or answer for c (rdma_chan_evict.c); the
+ * channel thread may call it: it reads cfg and c's transport and peer,
+ * fixed before the thread starts, and the slots (atomic). */
+static int rdma_chan_admit(void *arg, rdma_conn_t * c, int take)
+{
+    rdma_chan_t *ch = ((rdma_chan_xport_t *) arg)->ch;
+
+    if (!take)
+        rdma_chan_slot_give(ch, rdma_link_of(c));
+    else if (rdma_chan_slot_take(ch, rdma_link_of(c)))
+        __atomic_store_n(&ch->slot_want, 0, __ATOMIC_RELAXED);  /* others ask again */
+    else {
+        __atomic_store_n(&ch->slot_want, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return 1;
+}
+
 static rdma_status_t rdma_chan_bind(void *arg, rdma_conn_t * c, const rdma_conn_mem_t * mem)
 {
     rdma_chan_xport_t *x = arg;
@@ -173,7 +191,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
         rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,
-        rdma_chan_rma_done, &ch->xp[k] };
+        rdma_chan_rma_done, rdma_chan_admit, &ch->xp[k] };
     prm->own = k == RDMA_XP_VERBS ? &cfg->verbs : NULL;
     prm->timeout = cfg->verbs.timeout;  /* CONNECT_TIMEOUT, for every transport */
 }
@@ -513,6 +531,7 @@ rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l)
 {
     rdma_conn_t *c = &l->xc;
     rdma_status_t st;
+    int go;
 
     if (c->state == RDMA_CONN_FAILED)
         return rdma_chan_conn_error(ch, c, RDMA_ERR_PEER);
@@ -528,8 +547,13 @@ rdma_status_t rdma_chan_connect(rdma_chan_t * ch, rdma_link_t * l)
     if (!c->ops)
         return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_INVAL, "no transport for peer %d",
                         c->peer);
+    if ((st = rdma_chan_slot_get(ch, l, &go)) != RDMA_OK || !go)
+        return st;
     st = c->ops->connect(c->xport, c);
-    return st == RDMA_OK ? RDMA_OK : rdma_chan_conn_error(ch, c, st);
+    if (st == RDMA_OK)
+        return RDMA_OK;
+    rdma_chan_slot_give(ch, l);
+    return rdma_chan_conn_error(ch, c, st);
 }
 
 rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,
@@ -598,8 +622,9 @@ RDMA_HOT rdma_status_t rdma_chan_poll_due(rdma_chan_t * ch, unsigned n)
 
     if (ch->ring_idle_on && !(n & 4095) && (st = rdma_chan_idle_check(ch)) != RDMA_OK)
         return st;
-    if (ch->nlive && (ch->live_over || !(n & 1023)))
-        rdma_chan_live_look(ch);
+    if ((ch->live_over || (ch->nlive && !(n & 1023)))
+        && (st = rdma_chan_live_look(ch)) != RDMA_OK)
+        return st;
     if (ch->nclosing && (st = rdma_chan_evict_run(ch)) != RDMA_OK)
         return st;
     for (k = 0; k < RDMA_XP_N; k++) {

@@ -146,8 +146,21 @@ struct rdma_chan {
      * them close (a BYE sent or read). */
     rdma_chan_live_t *live;
     int nlive, live_room, nclosing;
-    int live_over;              /* more than the cap READY at the last look */
+    int live_over;              /* a look is due at every poll: a connect
+                                 * waits for a slot, or more than the cap
+                                 * were READY at the last look */
     unsigned live_looks;        /* victim searches so far (LRU clock) */
+    /* Admission: the cap's slots that links hold (l->slot: connecting,
+     * READY or CLOSING), at most cfg.max_conns.  __atomic, relaxed (a
+     * count; the transport's lock and adoption publish the connection
+     * itself): taken by the owner's connects and by the channel thread's
+     * ev.admit (a peer's request), given back by the owner.  slot_want: a
+     * peer was kept waiting at the cap (set by either thread, cleared by
+     * the owner's look).  waitq[nwait]: the owner's connects waiting for a
+     * slot, oldest first (owner only). */
+    int slots, slot_want;
+    rdma_link_t **waitq;
+    int nwait, wait_room;
     uint64_t conns_opened, conns_evicted, conns_peak;
     rdma_chan_counters_t gone;  /* what evicted links counted (rdma_chan_link_sum) */
 };
@@ -209,14 +222,26 @@ static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
  * wire, to a rank of the job) became READY: counted, and above the cap the
  * least recently used quiet link begins to close (without memory to count
  * it, l stays uncounted).  live_look: every 1024th poll and every poll
- * while live_over, the LRU clock, and links the cap still exceeds close.
+ * while live_over, the LRU clock; a quiet link closes while a connect
+ * waits for a slot, and waiting connects start once slots are free.
  * evict_run: every poll while links close.  getv_end: a read found nothing and l FAILED or its
  * peer's BYE came.  live_free: at finalize. */
 void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l);
-void rdma_chan_live_look(rdma_chan_t * ch);
+rdma_status_t rdma_chan_live_look(rdma_chan_t * ch);
 rdma_status_t rdma_chan_evict_run(rdma_chan_t * ch);
 rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l);
 void rdma_chan_live_free(rdma_chan_t * ch);
+
+/* Admission (rdma_chan_evict.c).  slot_take: 1 if l may connect (it
+ * holds a slot, takes a free one, or the cap does not count it), else 0;
+ * owner or channel thread; slot_give undoes it.  Owner only: slot_get,
+ * before a connect: *go 1 as slot_take, else l waits for a slot (queued
+ * once; the look connects it in turn); quiesce: l's connection ends
+ * (rdma_link_quiesce) and gives its slot back. */
+int rdma_chan_slot_take(rdma_chan_t * ch, rdma_link_t * l);
+void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l);
+rdma_status_t rdma_chan_slot_get(rdma_chan_t * ch, rdma_link_t * l, int *go);
+void rdma_chan_quiesce(rdma_chan_t * ch, rdma_link_t * l);
 
 /* Out of line: connect first, or say why a put/get failed. */
 rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,

@@ -39,19 +39,164 @@
  *     keepalive writes then fail): if the peer's BYE is among what landed,
  *     the close completes and no failure is reported
  *     (rdma_chan_evict_failed).
+ * Admission: a connection takes a slot of the cap at each end, and holds
+ * it until it ends (rdma_chan_quiesce: evicted, closed by the owner's
+ * close protocol, failed).  The lower rank's slot is taken first: a
+ * connect to a higher rank takes ours before it starts (at the cap it
+ * waits in waitq; CH3's puts return 0 bytes and queue), the peer's then
+ * when it admits the request (ev.admit, which the channel thread may
+ * ask); a connect to a lower rank starts at once, and takes ours when the
+ * peer's answer arrives.  A side not admitted keeps the other waiting,
+ * alive (verbs: WAIT).  Any waiting makes the look close the least
+ * recently used quiet link, one at a time; the freed slot goes to the
+ * oldest waiting connect, or to the peer that asks again first.  So at
+ * most the cap are ever READY or CLOSING (rdma_conns_live_max); a connect
+ * to a lower rank may hold its transport's memory while it waits.
+ * Deadlock: a side that holds slots waits only for a higher rank's slot,
+ * or for one of its own links to go quiet, which needs only the peer's
+ * reads, never a message from a third process (CH3's rendezvous queues
+ * its data only after the receiver's CTS): no cycle of waits.  (Taking
+ * our own slot first whatever the peer, every process could hold all its
+ * slots in connects that its peers, at their caps, keep waiting.)
+ * Without the cap no slot is taken.
  * LRU: each look (every 1024th poll, rdma_chan_live_look, every poll while
- * the cap is exceeded, and each new connection) compares every live
- * link's frame count with the last one seen: links whose count moved are
- * stamped with this look; the oldest stamp among the quiet ones goes.  The
- * cap is exceeded while connections open faster than quiet ones close:
- * when one becomes READY, the others may all still have messages queued
- * (an all-to-all posts to every peer at once); neither a connect nor a
- * peer connecting is held back at the cap (no admission control), so the
- * cap bounds the steady state, and rdma_conns_live_max shows the peak.
- * Owner only (the channel thread never reads live[]).
+ * something waits, and each new connection) compares every live link's
+ * frame count with the last one seen: links whose count moved are stamped
+ * with this look; the oldest stamp among the quiet ones goes.
+ * live[], waitq: owner only (the channel thread never reads them).
  */
 #include <stdlib.h>
+#include <string.h>
 #include "rdma_chan.h"
+
+/* v (*room entries of `size` bytes) with twice the room, 8 at first; NULL:
+ * no memory (said in ch->msg; v stays). */
+static void *rdma_chan_grow(rdma_chan_t * ch, void *v, int *room, size_t size)
+{
+    int n = *room ? 2 * *room : 8;
+    void *p = realloc(v, (size_t) n * size);
+
+    if (!p)
+        rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "out of memory");
+    else
+        *room = n;
+    return p;
+}
+
+/* --- admission: the cap's slots ------------------------------------------ */
+
+/* l->slot: 0 none, 1 held, 2 waiting in waitq (the owner's mark; a slot
+ * taken by the thread meanwhile turns it into 1). */
+enum { RDMA_SLOT_NONE, RDMA_SLOT_HELD, RDMA_SLOT_WAIT };
+
+static int rdma_chan_capped(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    return ch->cfg.max_conns && l->xc.peer < ch->size && l->xc.ops && l->xc.ops->wire;
+}
+
+int rdma_chan_slot_take(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int n = __atomic_load_n(&ch->slots, __ATOMIC_RELAXED);
+
+    if (!rdma_chan_capped(ch, l) || __atomic_load_n(&l->slot, __ATOMIC_RELAXED) == RDMA_SLOT_HELD)
+        return 1;
+    do {
+        if (n >= ch->cfg.max_conns)
+            return 0;
+    } while (!__atomic_compare_exchange_n(&ch->slots, &n, n + 1, 0, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    /* the other thread took one for l meanwhile: one is enough */
+    if (__atomic_exchange_n(&l->slot, RDMA_SLOT_HELD, __ATOMIC_RELAXED) == RDMA_SLOT_HELD)
+        __atomic_fetch_sub(&ch->slots, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int held = RDMA_SLOT_HELD;
+
+    if (__atomic_compare_exchange_n(&l->slot, &held, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        __atomic_fetch_sub(&ch->slots, 1, __ATOMIC_RELAXED);
+}
+
+/* l waits for a slot: queued once, connected by wait_run. */
+static rdma_status_t rdma_chan_slot_wait(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int none = RDMA_SLOT_NONE;
+    rdma_link_t **q = ch->waitq;
+
+    if (ch->nwait == ch->wait_room && !(q = rdma_chan_grow(ch, q, &ch->wait_room, sizeof(*q))))
+        return RDMA_ERR_NOMEM;
+    ch->waitq = q;
+    /* queued already, or a peer's request took a slot for l: it connects */
+    if (__atomic_compare_exchange_n(&l->slot, &none, RDMA_SLOT_WAIT, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        ch->waitq[ch->nwait++] = l;
+    ch->live_over = 1;
+    return RDMA_OK;
+}
+
+rdma_status_t rdma_chan_slot_get(rdma_chan_t * ch, rdma_link_t * l, int *go)
+{
+    /* to a lower rank: its slot first (ev.admit there), then ours (ev.admit
+     * here, on its answer); a waiting link connects in turn, not when its
+     * owner retries a put */
+    *go = l->xc.peer < ch->rank || (__atomic_load_n(&l->slot, __ATOMIC_RELAXED) != RDMA_SLOT_WAIT
+                                     && rdma_chan_slot_take(ch, l));
+    return *go ? RDMA_OK : rdma_chan_slot_wait(ch, l);
+}
+
+void rdma_chan_quiesce(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_chan_slot_give(ch, l);
+    rdma_link_quiesce(l);
+}
+
+/* Drop the links that wait no more from waitq: the peer's request took a
+ * slot for them, or they failed meanwhile. */
+static void rdma_chan_wait_prune(rdma_chan_t * ch)
+{
+    int i, n = 0;
+
+    for (i = 0; i < ch->nwait; i++) {
+        rdma_link_t *l = ch->waitq[i];
+        int wait = RDMA_SLOT_WAIT;
+
+        if (l->xc.state == RDMA_CONN_IDLE
+            && __atomic_load_n(&l->slot, __ATOMIC_RELAXED) == RDMA_SLOT_WAIT)
+            ch->waitq[n++] = l;
+        else
+            __atomic_compare_exchange_n(&l->slot, &wait, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
+    }
+    ch->nwait = n;
+}
+
+/* Connect the oldest waiting links while slots are free.  A connect that
+ * fails now fails its link, as a failed connection would (owner.failed). */
+static rdma_status_t rdma_chan_wait_run(rdma_chan_t * ch)
+{
+    rdma_status_t st = RDMA_OK;
+    int i = 0;
+
+    while (i < ch->nwait && st == RDMA_OK
+           && __atomic_load_n(&ch->slots, __ATOMIC_RELAXED) < ch->cfg.max_conns) {
+        rdma_link_t *l = ch->waitq[i++];
+        int wait = RDMA_SLOT_WAIT;
+
+        if (!__atomic_compare_exchange_n(&l->slot, &wait, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED) || l->xc.state != RDMA_CONN_IDLE)
+            continue;           /* waits no more (rdma_chan_wait_prune) */
+        if (rdma_chan_connect(ch, l) != RDMA_OK) {
+            rdma_conn_failed(&l->xc, ch->msg);
+            st = ch->owner.failed(ch->owner.arg, l);
+        }
+    }
+    memmove(ch->waitq, ch->waitq + i, (size_t) (ch->nwait - i) * sizeof(*ch->waitq));
+    ch->nwait -= i;
+    return st;
+}
 
 static int rdma_chan_live_find(const rdma_chan_t * ch, const rdma_link_t * l)
 {
@@ -66,15 +211,11 @@ static rdma_status_t rdma_chan_live_push(rdma_chan_t * ch, rdma_link_t * l)
 {
     rdma_chan_live_t *v = ch->live;
 
-    if (ch->nlive == ch->live_room) {
-        v = realloc(ch->live, (size_t) (ch->live_room ? 2 * ch->live_room : 8) * sizeof(*v));
-        if (!v)
-            return rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "out of memory");
-        ch->live = v;
-        ch->live_room = ch->live_room ? 2 * ch->live_room : 8;
-    }
-    v[ch->nlive++] = (rdma_chan_live_t) { l, l->pipe.stats.frames_tx + l->pipe.stats.frames_rx,
-        ch->live_looks, 0, 0 };
+    if (ch->nlive == ch->live_room && !(v = rdma_chan_grow(ch, v, &ch->live_room, sizeof(*v))))
+        return RDMA_ERR_NOMEM;
+    ch->live = v;
+    ch->live[ch->nlive++] = (rdma_chan_live_t) { l, l->pipe.stats.frames_tx
+        + l->pipe.stats.frames_rx, ch->live_looks, 0, 0 };
     return RDMA_OK;
 }
 
@@ -127,12 +268,16 @@ static rdma_status_t rdma_chan_bye(rdma_chan_t * ch, rdma_chan_live_t * e)
 }
 
 /* Close the least recently used quiet links but keep while more than the
- * cap are READY (FAILED ones leave live[]: they stay so); the peak is
- * counted after. */
+ * cap are READY (a link uncounted for want of memory), or one while
+ * something waits for a slot and none closes yet (FAILED ones leave
+ * live[]: they stay so); the peak counts the READY and CLOSING ones. */
 static void rdma_chan_live_trim(rdma_chan_t * ch, const rdma_link_t * keep)
 {
     unsigned look = ++ch->live_looks;
-    int ready = 0, i = 0;
+    int ready = 0, i = 0, evict, want;
+
+    rdma_chan_wait_prune(ch);
+    want = ch->nwait || __atomic_exchange_n(&ch->slot_want, 0, __ATOMIC_RELAXED);
 
     while (i < ch->nlive) {
         rdma_chan_live_t *e = &ch->live[i];
@@ -149,13 +294,17 @@ static void rdma_chan_live_trim(rdma_chan_t * ch, const rdma_link_t * keep)
         ready += e->l->xc.state == RDMA_CONN_READY && !e->bye_in;
         i++;
     }
+    if ((uint64_t) ch->nlive > ch->conns_peak)
+        ch->conns_peak = (uint64_t) ch->nlive;
+    evict = ready - ch->cfg.max_conns;
+    if (evict < 1 && want && !ch->nclosing
+        && __atomic_load_n(&ch->slots, __ATOMIC_RELAXED) >= ch->cfg.max_conns)
+        evict = 1;
     /* a failed BYE write fails the link: the transport reports it */
-    while (ready > ch->cfg.max_conns && (i = rdma_chan_victim(ch, keep)) >= 0
-           && rdma_chan_bye(ch, &ch->live[i]) == RDMA_OK)
+    for (; evict > 0 && (i = rdma_chan_victim(ch, keep)) >= 0
+         && rdma_chan_bye(ch, &ch->live[i]) == RDMA_OK; evict--)
         ready--;
-    if ((uint64_t) ready > ch->conns_peak)
-        ch->conns_peak = (uint64_t) ready;
-    ch->live_over = ready > ch->cfg.max_conns;
+    ch->live_over = ready > ch->cfg.max_conns || ch->nwait;
 }
 
 /* Without memory for its entry l is not counted (it stays open). */
@@ -166,10 +315,15 @@ void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l)
         rdma_chan_live_trim(ch, l);
 }
 
-void rdma_chan_live_look(rdma_chan_t * ch)
+rdma_status_t rdma_chan_live_look(rdma_chan_t * ch)
 {
-    if (ch->cfg.max_conns)
-        rdma_chan_live_trim(ch, NULL);
+    rdma_status_t st;
+
+    if (!ch->cfg.max_conns)
+        return RDMA_OK;
+    st = rdma_chan_wait_run(ch);
+    rdma_chan_live_trim(ch, NULL);
+    return st;
 }
 
 /* Both BYEs passed and nothing is under way: close, IDLE, tell the owner. */
@@ -178,7 +332,7 @@ static rdma_status_t rdma_chan_evict_done(rdma_chan_t * ch, int i)
     rdma_link_t *l = ch->live[i].l;
 
     rdma_chan_link_sum(&ch->gone, l);
-    rdma_link_quiesce(l);
+    rdma_chan_quiesce(ch, l);
     l->xc.ops->close(l->xc.xport, &l->xc);
     l->xc.state = RDMA_CONN_IDLE;
     rdma_chan_live_drop(ch, i);
@@ -294,6 +448,8 @@ rdma_status_t rdma_chan_getv_end(rdma_chan_t * ch, rdma_link_t * l)
 void rdma_chan_live_free(rdma_chan_t * ch)
 {
     free(ch->live);
+    free(ch->waitq);
     ch->live = NULL;
-    ch->nlive = ch->live_room = ch->nclosing = 0;
+    ch->waitq = NULL;
+    ch->nlive = ch->live_room = ch->nclosing = ch->nwait = ch->wait_room = 0;
 }

@@ -19,8 +19,9 @@
  *               reported from now on), then moves c to RDMA_CONN_READY and
  *               calls ev.ready().  A peer may also connect to us: progress()
  *               then asks the owner for the object with ev.conn_of() and
- *               readies it.  Whoever connects first wins; both sides end up
- *               READY once.
+ *               readies it, if ev.admit lets it (the owner's cap on
+ *               connections).  Whoever connects first wins; both sides end
+ *               up READY once.
  *               Peers outside the job (dynamic processes) have ids from
  *               prm.size up, given by the owner, and c->hello set: what this
  *               side presents when it connects.  The peer's progress()
@@ -143,9 +144,9 @@ typedef struct rdma_conn_mem {
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),
- * progress() and the ops tables, on the owner's thread; only conn_of may
- * also be called from bg_run (the channel thread): it must be a pure
- * lookup. */
+ * progress() and the ops tables, on the owner's thread; only conn_of and
+ * admit may also be called from bg_run (the channel thread): conn_of must
+ * be a pure lookup. */
 typedef struct rdma_xport_events {
     rdma_conn_t *(*conn_of) (void *arg, int rank);      /* NULL: refuse */
     rdma_status_t (*card_of) (void *arg, int rank, char *buf, size_t len);
@@ -165,6 +166,13 @@ typedef struct rdma_xport_events {
      * RDMA_OK, or the connection failed); once per started operation, in
      * the order they were started on c */
     void (*rma_done) (void *arg, rdma_conn_t * c, void *cookie, rdma_status_t st);
+    /* admission (NULL: always): a peer's request would make c, which has
+     * no connection here, a new one: take 1 asks for a slot (1: taken,
+     * the owner gives it back when c ends; 0: not now, the transport keeps
+     * the peer waiting, alive, and it asks again); take 0 gives back a
+     * slot taken for a connection that could not be made.  May be called
+     * from bg_run (the channel thread): thread-safe, never blocks. */
+    int (*admit) (void *arg, rdma_conn_t * c, int take);
     void *arg;
 } rdma_xport_events_t;
 

@@ -36,6 +36,13 @@
  * again; the thread answers such a new REQ with WAIT, which extends the
  * initiator's deadline (the peer is alive), and as usual once main closed
  * the old one (close() clears c->priv under cm_lock).
+ *   The owner's cap (ev.admit, rdma_chan_evict.c): a side pairs only once
+ * its owner admitted the connection, the responder on the REQ, the
+ * initiator on the REP; one not admitted answers WAIT, and the other
+ * side asks again every 0.1-0.2 s, its deadline extended.  (The owner
+ * takes its slot before connecting to a higher rank, after the peer's
+ * admission when connecting to a lower one: slots are taken lower rank
+ * first, so waits for them cannot form a cycle.)
  *   UD is unreliable: REQ (initiator) and REP (responder) are retransmitted
  * with exponential backoff; a duplicate REQ is answered with the same REP, a
  * duplicate REP with the same RTU.  A live peer's thread answers within
@@ -277,18 +284,48 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     return RDMA_OK;
 }
 
-/* A REQ from a peer we have no connection to: make one from the REQ.  A
- * failure (slots, memory, QP or CQ limits) is REJected with the reason. */
+/* The peer answered our REQ (or REP) with WAIT: it is alive but holds
+ * its old connection to us, or is at its cap; or it answered, and our
+ * owner has no slot yet.  Ask again soon (a slot goes to whoever asks
+ * first) and extend the deadline past that ask. */
+static void rdma_verbs_cm_wait(rdma_verbs_conn_t * vc)
+{
+    vc->backoff = 0.1;
+    vc->t_retx = rdma_verbs_now() + vc->backoff;
+    vc->t_deadline = vc->t_retx + vc->xp->vp.timeout;
+}
+
+/* Before c pairs on the peer's REQ or REP: does the owner admit it (its
+ * cap, ev.admit)?  If not, the peer is answered WAIT: it stays alive and
+ * asks again. */
+static int rdma_verbs_cm_admit(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
+{
+    const rdma_xport_events_t *ev = &xp->prm.ev;
+
+    if (!ev->admit || ev->admit(ev->arg, c, 1))
+        return 1;
+    rdma_verbs_cm_answer(xp, m, RDMA_VERBS_MSG_WAIT, "");
+    return 0;
+}
+
+/* A REQ from a peer we have no connection to: make one from the REQ, if
+ * the owner admits it.  A failure (slots, memory, QP or CQ limits) is
+ * REJected with the reason. */
 static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * c,
                                                const rdma_verbs_msg_t * m)
 {
+    const rdma_xport_events_t *ev = &xp->prm.ev;
     rdma_verbs_peer_t peer;
     rdma_verbs_conn_t *vc;
     char why[RDMA_MSG_LEN];
 
+    if (!rdma_verbs_cm_admit(xp, c, m))
+        return NULL;
     rdma_verbs_msg_peer(m, &peer);
     if (rdma_verbs_conn_create(xp, c, &peer, &vc, why, sizeof(why)) == RDMA_OK)
         return vc;
+    if (ev->admit)
+        ev->admit(ev->arg, c, 0);
     rdma_verbs_cm_reject(xp, m, why);
     return NULL;
 }
@@ -319,6 +356,11 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_ver
             return;     /* the peer answers ours */
         /* fallthrough */
     case RDMA_VERBS_CM_NONE:
+        if (!rdma_verbs_cm_admit(xp, c, m)) {
+            if (vc->cm == RDMA_VERBS_CM_REQ_SENT)
+                rdma_verbs_cm_wait(vc); /* the peer is alive; our slot is awaited */
+            return;
+        }
         vc->initiator = 0;
         if (rdma_verbs_conn_pair(vc, m)) {
             rdma_verbs_cm_reject(xp, m, vc->why);       /* the initiator learns why */
@@ -342,6 +384,10 @@ static void rdma_verbs_cm_req(rdma_xport_t * xp, rdma_conn_t * c, const rdma_ver
 static void rdma_verbs_cm_rep(rdma_verbs_conn_t * vc, const rdma_verbs_msg_t * m)
 {
     if (vc->cm == RDMA_VERBS_CM_REQ_SENT) {
+        if (!rdma_verbs_cm_admit(vc->xp, vc->c, m)) {
+            rdma_verbs_cm_wait(vc);     /* the peer is alive; our slot is awaited */
+            return;
+        }
         if (rdma_verbs_conn_pair(vc, m))
             return;
         rdma_verbs_ud_send(vc, RDMA_VERBS_MSG_RTU);
@@ -559,9 +605,9 @@ void rdma_verbs_cm_dispatch(rdma_xport_t * xp, const rdma_verbs_msg_t * m)
     else if (m->h.type == RDMA_VERBS_MSG_REJ && vc->cm == RDMA_VERBS_CM_REQ_SENT)
         rdma_verbs_conn_doom(vc, "%s on %s refused the connection: %s", vc->who, vc->host,
                              m->hello);
-    else if (m->h.type == RDMA_VERBS_MSG_WAIT && vc->cm == RDMA_VERBS_CM_REQ_SENT)
-        vc->t_deadline = vc->t_retx + vc->xp->vp.timeout;   /* alive: a timeout past the
-                                                             * next REQ */
+    else if (m->h.type == RDMA_VERBS_MSG_WAIT
+             && (vc->cm == RDMA_VERBS_CM_REQ_SENT || vc->cm == RDMA_VERBS_CM_REP_SENT))
+        rdma_verbs_cm_wait(vc);
 }
 
 /* Main: the first arrival on a responder's connection implies the RTU. */
