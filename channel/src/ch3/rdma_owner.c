@@ -152,16 +152,18 @@ void MPIDI_CH3I_RDMA_ready_drop(MPIDI_VC_t * vc)
 /* --- the cap on live connections (rdma_chan_evict.c) ------------------- */
 
 /* vc's link may close while CH3 queued nothing on it; it starts a close
- * (answer 0) only outside CH3's own close protocol, and answers the
- * peer's in any case (CH3's close then goes on over the next connection). */
+ * (answer 0) unless CH3 is tearing vc down, and answers the peer's in any
+ * case.  CH3's close protocol then goes on over the next connection: a
+ * link it pinned while the peer is not in MPI_Finalize yet (REMOTE_CLOSE
+ * here, waiting for our own CLOSE) would otherwise hold a slot the peer's
+ * last messages before MPI_Finalize may need (the cap: rdma_chan_evict.c;
+ * mpi_conns hung with 8 ranks and a cap of 2). */
 static int rdma_owner_quiet(void *arg, rdma_link_t * l, int answer)
 {
     MPIDI_VC_t *vc = l->xc.owner;
 
     (void) arg;
-    return vc->ch.sendq_head == NULL && (answer || (vc->state == MPIDI_VC_STATE_ACTIVE
-                                                    && vc->ch.terminating ==
-                                                    MPIDI_CH3I_TERM_NONE));
+    return vc->ch.sendq_head == NULL && (answer || vc->ch.terminating == MPIDI_CH3I_TERM_NONE);
 }
 
 /* vc's link closed: progress stops polling it; what waits to go reopens
