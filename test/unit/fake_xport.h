@@ -10,9 +10,10 @@
  * connect() creates this side's end and binds it at once; the peer's
  * progress() accepts (conn_of, admit, bind, ready), this side's next
  * progress() sees that and is ready too (once its owner admits it), so
- * every event comes from inside the rank's own calls, as the contract says.  close() retires the end (c may
- * connect again); a peer connecting again while our old end is open
- * waits until we closed it, as the contract says.
+ * every event comes from inside the rank's own calls, as the contract
+ * says.  close() retires the end (c may connect again); a peer connecting
+ * again while our old end is open waits until we closed it, as the
+ * contract says.
  *
  * Faults (fake_faults, set by the test before traffic):
  *   defer_writes   writes land only at the receiver's next progress(), as
@@ -242,13 +243,12 @@ static void fake_ready(rdma_xport_t * xp, fake_end_t * e)
  * asked again at our next progress). */
 static fake_end_t *fake_admit(rdma_xport_t * xp, rdma_conn_t * c)
 {
-    const rdma_xport_events_t *ev = &xp->prm.ev;
     fake_end_t *e;
 
-    if (ev->admit && !ev->admit(ev->arg, c, 1))
+    if (!rdma_xport_admit(&xp->prm.ev, c, 1))
         return NULL;
-    if (!(e = fake_end_new(xp, c)) && ev->admit)
-        ev->admit(ev->arg, c, 0);
+    if (!(e = fake_end_new(xp, c)))
+        rdma_xport_admit(&xp->prm.ev, c, 0);
     return e;
 }
 
@@ -276,7 +276,7 @@ static void fake_accept(rdma_xport_t * xp)
     }
     for (r = 0; r < FAKE_RANKS; r++)
         if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state == RDMA_CONN_CONNECTING
-            && (!xp->prm.ev.admit || xp->prm.ev.admit(xp->prm.ev.arg, xp->end[r]->c, 1)))
+            && rdma_xport_admit(&xp->prm.ev, xp->end[r]->c, 1))
             fake_ready(xp, xp->end[r]);
 }
 

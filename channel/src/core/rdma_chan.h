@@ -224,8 +224,8 @@ static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
  * it, l stays uncounted).  live_look: every 1024th poll and every poll
  * while live_over, the LRU clock; a quiet link closes while a connect
  * waits for a slot, and waiting connects start once slots are free.
- * evict_run: every poll while links close.  getv_end: a read found nothing and l FAILED or its
- * peer's BYE came.  live_free: at finalize. */
+ * evict_run: every poll while links close.  getv_end: a read found
+ * nothing and l FAILED or its peer's BYE came.  live_free: at finalize. */
 void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l);
 rdma_status_t rdma_chan_live_look(rdma_chan_t * ch);
 rdma_status_t rdma_chan_evict_run(rdma_chan_t * ch);

@@ -38,10 +38,10 @@ typedef struct rdma_link {
                                  * read-only: once FAILED, reads end in
                                  * RDMA_ERR_PEER after what the peer wrote
                                  * (rdma_chan_getv); else nothing more */
-    int slot;                   /* 1: holds one of the cap's slots
-                                 * (rdma_chan_evict.c: __atomic, taken by the
-                                 * owner or the channel thread, given back
-                                 * by the owner) */
+    int slot;                   /* the cap's slot: 0 none, 1 held, 2 its
+                                 * connect waits for one (rdma_chan_evict.c:
+                                 * __atomic CAS; taken by the owner or the
+                                 * channel thread, given back by the owner) */
 } rdma_link_t;
 
 static inline rdma_link_t *rdma_link_of(rdma_conn_t * c)

@@ -176,6 +176,12 @@ typedef struct rdma_xport_events {
     void *arg;
 } rdma_xport_events_t;
 
+/* ev.admit for c (take 1: may it pair? take 0: give back); 1 without one. */
+static inline int rdma_xport_admit(const rdma_xport_events_t * ev, rdma_conn_t * c, int take)
+{
+    return !ev->admit || ev->admit(ev->arg, c, take);
+}
+
 #define RDMA_XPORT_TIMEOUT 60.0  /* CONNECT_TIMEOUT's default */
 
 typedef struct rdma_xport_params {

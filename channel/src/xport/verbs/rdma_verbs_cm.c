@@ -300,9 +300,7 @@ static void rdma_verbs_cm_wait(rdma_verbs_conn_t * vc)
  * asks again. */
 static int rdma_verbs_cm_admit(rdma_xport_t * xp, rdma_conn_t * c, const rdma_verbs_msg_t * m)
 {
-    const rdma_xport_events_t *ev = &xp->prm.ev;
-
-    if (!ev->admit || ev->admit(ev->arg, c, 1))
+    if (rdma_xport_admit(&xp->prm.ev, c, 1))
         return 1;
     rdma_verbs_cm_answer(xp, m, RDMA_VERBS_MSG_WAIT, "");
     return 0;
@@ -314,7 +312,6 @@ static int rdma_verbs_cm_admit(rdma_xport_t * xp, rdma_conn_t * c, const rdma_ve
 static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * c,
                                                const rdma_verbs_msg_t * m)
 {
-    const rdma_xport_events_t *ev = &xp->prm.ev;
     rdma_verbs_peer_t peer;
     rdma_verbs_conn_t *vc;
     char why[RDMA_MSG_LEN];
@@ -324,8 +321,7 @@ static rdma_verbs_conn_t *rdma_verbs_cm_accept(rdma_xport_t * xp, rdma_conn_t * 
     rdma_verbs_msg_peer(m, &peer);
     if (rdma_verbs_conn_create(xp, c, &peer, &vc, why, sizeof(why)) == RDMA_OK)
         return vc;
-    if (ev->admit)
-        ev->admit(ev->arg, c, 0);
+    rdma_xport_admit(&xp->prm.ev, c, 0);
     rdma_verbs_cm_reject(xp, m, why);
     return NULL;
 }
