@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# testsuite-vm.sh [--vms] DIRS [OUT] -- MPICH's test/mpi directories DIRS (comma list) on
-# ch3:rdma in the Soft-RoCE test bed, results in OUT (default results/testsuite-vm-DATE)
-# as testsuite.sh writes them:
+# testsuite-vm.sh [--vms] [--env VAR=VAL]... DIRS [OUT] -- MPICH's test/mpi directories
+# DIRS (comma list) on ch3:rdma in the Soft-RoCE test bed, results in OUT (default
+# results/testsuite-vm-DATE) as testsuite.sh writes them; each --env setting goes to
+# every test (e.g. --env MPIR_CVAR_CH3_RDMA_MAX_CONNS=2):
 #   one VM:  verbs forced between the ranks of one kernel (summary-rdma-verbs.*);
 #   --vms:   two VMs, each its own kernel and rxe0, Hydra over ssh with the ranks placed
 #            round robin on node0 and node1, so neighbours talk verbs across the link and
@@ -9,9 +10,10 @@
 # The programs are built here first: compiling inside the emulated VM would take hours.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-vms=0
+vms=0 envs=()
 [ "${1:-}" = --vms ] && { vms=1; shift; }
-[ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: testsuite-vm.sh [--vms] DIRS [OUT]" >&2; exit 2; }
+while [ "${1:-}" = --env ] && [[ "${2:-}" == [A-Za-z_]*=* ]]; do envs+=(--env "$2"); shift 2; done
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: testsuite-vm.sh [--vms] [--env VAR=VAL]... DIRS [OUT]" >&2; exit 2; }
 dirs=$1 out=${2:-$TOP/results/testsuite-vm-$(date +%Y%m%d-%H%M)}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 TESTSUITE_BUILD_ONLY=1 "$TOP/test/mpi/testsuite.sh" rdma "$dirs" "$out"
@@ -28,5 +30,5 @@ else
          --env MPITEST_TIMEOUT_MULTIPLIER="${MPITEST_TIMEOUT_MULTIPLIER:-4}")
 fi
 "$TOP/test/softroce/run-vm" --timeout "${TESTSUITE_VM_TIMEOUT:-14400}" --rw "$out" --rw "$T" \
-    "${bed[@]}" -- "$TOP/test/mpi/testsuite.sh" rdma "$dirs" "$out"
+    "${bed[@]}" ${envs[@]+"${envs[@]}"} -- "$TOP/test/mpi/testsuite.sh" rdma "$dirs" "$out"
 echo "results in $out"

@@ -267,7 +267,9 @@ static void fake_accept(rdma_xport_t * xp)
         mine = xp->end[r];
         if (mine && mine->peer)
             continue;           /* they connect again; our old end is still open */
-        if (!mine && (!(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_admit(xp, c))))
+        /* both connect at once: ours pairs too, once admitted */
+        if (mine ? !rdma_xport_admit(&xp->prm.ev, mine->c, 1)
+            : !(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_admit(xp, c)))
             continue;
         mine->peer = theirs;
         theirs->peer = mine;

@@ -309,6 +309,78 @@ static int open_links(int r)
     return n;
 }
 
+/* Links of r that hold transport memory: CONNECTING, READY or CLOSING. */
+static int held_links(int r)
+{
+    int p, n = 0;
+
+    for (p = 0; p < NR; p++)
+        n += p != r && st(r, p) >= RDMA_CONN_CONNECTING && st(r, p) <= RDMA_CONN_CLOSING;
+    return n;
+}
+
+/* Rank 3 (cap 1) sends to ranks 0-2 at once: its connects to these lower
+ * ranks hold no slot until they answer, but at most the cap of them start
+ * at a time (their queue pairs are memory too); the rest wait in turn. */
+static void test_low_gate(void)
+{
+    static const int cap[NR] = { 0, 0, 0, 1 };
+    int most = 0, i;
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    post(3, 0, 3000), post(3, 1, 3000), post(3, 2, 3000);
+    for (i = 0; i < 20000 && !delivered(); i++) {
+        pump(1, 0xf);
+        most = held_links(3) > most ? held_links(3) : most;
+    }
+    ok(delivered() && most <= 2 && R[3].ch.low == 0 && R[3].ch.nwait == 0,
+       "connects to lower ranks: at most the cap in flight without a slot (%d links held at "
+       "most, cap 1)", most);
+    world_close();
+}
+
+/* Links of r whose transport still holds the connection's memory. */
+static int ends(int r)
+{
+    int p, n = 0;
+
+    for (p = 0; p < NR; p++)
+        n += p != r && R[r].link[p].xc.priv;
+    return n;
+}
+
+/* As MPI_Finalize: rank 0 (cap 1) talks to ranks 1-3 in turn and CH3's
+ * close protocol ends each connection (the owner's close at both ends):
+ * under the cap the connection goes then, not at finalize, or a process
+ * would end holding one per peer it ever talked to. */
+static void test_owner_close(void)
+{
+    static const int cap[NR] = { 1, 0, 0, 0 };
+    int p, most = 0, i;
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    for (p = 1; p < NR; p++) {
+        post(0, p, 2000);
+        for (i = 0; i < 4000 && !delivered(); i++) {
+            pump(1, 0xf);
+            most = ends(0) > most ? ends(0) : most;
+        }
+        rdma_chan_close(&R[0].ch, &R[0].link[p]);
+        rdma_chan_close(&R[p].ch, &R[p].link[0]);
+        pump(10, 0xf);
+    }
+    ok(delivered() && most <= 1 && ends(0) == 0 && st(0, 3) == RDMA_CONN_IDLE
+       && R[0].ch.slots == 0, "the owner's close under the cap ends the connection: rank 0 "
+       "held %d at most, %d after three closes", most, ends(0));
+    world_close();
+}
+
 /* Rank 2 connects to rank 0 (cap 1), which talks to rank 1: kept waiting
  * until rank 0 closed its link to 1 (the next look, within 1024 polls,
  * sees slot_want). */
@@ -356,13 +428,18 @@ static int all_to_all(const int *cap, int rounds)
     for (i = 0; i < 40000 && !delivered(); i++) {
         if (pump(1, 0xf))
             return -1;
-        for (a = 0; a < NR; a++)
+        for (a = 0; a < NR; a++) {
             most[a] = open_links(a) > most[a] ? open_links(a) : most[a];
+            if (held_links(a) > 2 * cap[a]) {
+                diag("rank %d: %d links hold memory, cap %d", a, held_links(a), cap[a]);
+                return -1;
+            }
+        }
     }
     pump(2000, 0xf);
     for (a = 0; a < NR; a++)
         if (most[a] > cap[a] || counter(a, 3) > (uint64_t) cap[a]
-            || R[a].ch.slots != open_links(a) || R[a].ch.nwait) {
+            || R[a].ch.slots != open_links(a) || R[a].ch.nwait || R[a].ch.low) {
             diag("rank %d: %d open at most, peak %d, %d slots for %d links, %d waiting", a,
                  most[a], (int) counter(a, 3), R[a].ch.slots, open_links(a), R[a].ch.nwait);
             return -1;
@@ -445,12 +522,14 @@ int main(void)
 {
     wire_ops = fake_xport2;
     wire_ops.wire = 1;
-    plan(20);
+    plan(22);
     test_lru();
     test_race();
     test_both();
     test_busy();
     test_admit();
+    test_low_gate();
+    test_owner_close();
     test_ring();
     test_all_to_all();
     test_dead();

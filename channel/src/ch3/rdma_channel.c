@@ -191,12 +191,11 @@ __attribute__ ((cold)) void MPIDI_CH3I_RDMA_closing(MPIDI_VC_t * vc)
 }
 
 /* CH3's close protocol is done: stop polling vc and quiesce its link (the
- * peer may exit now).  The transport keeps the connection's memory until
- * finalize so late credit writes from the peer still land somewhere valid. */
+ * peer may exit now); rdma_chan_close says when its memory goes. */
 int MPIDI_CH3I_RDMA_close(MPIDI_VC_t * vc)
 {
     MPIDI_CH3I_RDMA_ready_drop(vc);
-    rdma_chan_quiesce(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
+    rdma_chan_close(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc));
     return MPI_SUCCESS;
 }
 

@@ -194,11 +194,12 @@ cvars:
       scope       : MPI_T_SCOPE_LOCAL
       description : >-
         Connections over the network (verbs) to ranks of the job that a
-        process holds at most, connecting and closing ones included: at
-        the cap a connect, or a peer's, waits while the least recently
-        used one with nothing under way closes (it reopens when next
-        used), so queue and ring memory follow this cap, not the number
-        of peers.  0: no cap; else 1..1048576.
+        process holds at most, ready and closing ones included (as many
+        again may be connecting to lower ranks): at the cap a connect, or
+        a peer's, waits while the least recently used one with nothing
+        under way closes (it reopens when next used), so queue and ring
+        memory follow this cap, not the number of peers, MPI_Finalize
+        included.  0: no cap; else 1..1048576.
 
     - name        : MPIR_CVAR_CH3_RDMA_INLINE_SIZE
       category    : CH3_RDMA

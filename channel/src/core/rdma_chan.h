@@ -156,9 +156,12 @@ struct rdma_chan {
      * itself): taken by the owner's connects and by the channel thread's
      * ev.admit (a peer's request), given back by the owner.  slot_want: a
      * peer was kept waiting at the cap (set by either thread, cleared by
-     * the owner's look).  waitq[nwait]: the owner's connects waiting for a
-     * slot, oldest first (owner only). */
-    int slots, slot_want;
+     * the owner's look).  low: connects to lower ranks under way without
+     * a slot (l->slot 3), at most cfg.max_conns; taken by the owner, the
+     * same atomics, given back by either thread as slots.  waitq[nwait]:
+     * the owner's connects waiting for a slot, or for low, oldest first
+     * (owner only). */
+    int slots, slot_want, low;
     rdma_link_t **waitq;
     int nwait, wait_room;
     uint64_t conns_opened, conns_evicted, conns_peak;
@@ -242,6 +245,16 @@ int rdma_chan_slot_take(rdma_chan_t * ch, rdma_link_t * l);
 void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l);
 rdma_status_t rdma_chan_slot_get(rdma_chan_t * ch, rdma_link_t * l, int *go);
 void rdma_chan_quiesce(rdma_chan_t * ch, rdma_link_t * l);
+
+/* The owner's close protocol (CH3's CLOSE each way, as at MPI_Finalize)
+ * is done with l: quiesced, and the transport keeps its memory until
+ * finalize, so that the peer's late credit writes land somewhere valid;
+ * under the cap, a connection the cap counts closes now, as an evicted
+ * one does (its peer's late writes then fail at its end, after its own
+ * close, as they do once this process exits), and l is IDLE: else
+ * MPI_Finalize, which closes every connection CH3 ever opened, would end
+ * holding one per peer touched. */
+void rdma_chan_close(rdma_chan_t * ch, rdma_link_t * l);
 
 /* Out of line: connect first, or say why a put/get failed. */
 rdma_status_t rdma_chan_put_slow(rdma_chan_t * ch, rdma_link_t * l, const struct iovec *iov,

@@ -39,25 +39,30 @@
  *     keepalive writes then fail): if the peer's BYE is among what landed,
  *     the close completes and no failure is reported
  *     (rdma_chan_evict_failed).
- * Admission: a connection takes a slot of the cap at each end, and holds
- * it until it ends (rdma_chan_quiesce: evicted, closed by the owner's
- * close protocol, failed).  The lower rank's slot is taken first: a
- * connect to a higher rank takes ours before it starts (at the cap it
- * waits in waitq; CH3's puts return 0 bytes and queue), the peer's then
- * when it admits the request (ev.admit, which the channel thread may
- * ask); a connect to a lower rank starts at once, and takes ours when the
- * peer's answer arrives.  A side not admitted keeps the other waiting,
- * alive (verbs: WAIT).  Any waiting makes the look close the least
- * recently used quiet link, one at a time; the freed slot goes to the
- * oldest waiting connect, or to the peer that asks again first.  So at
- * most the cap are ever READY or CLOSING (rdma_conns_live_max); a connect
- * to a lower rank may hold its transport's memory while it waits.
- * Deadlock: a side that holds slots waits only for a higher rank's slot,
- * or for one of its own links to go quiet, which needs only the peer's
- * reads, never a message from a third process (CH3's rendezvous queues
- * its data only after the receiver's CTS): no cycle of waits.  (Taking
- * our own slot first whatever the peer, every process could hold all its
- * slots in connects that its peers, at their caps, keep waiting.)
+ * Admission: a connection takes a slot of the cap at each end, and
+ * holds it until it ends (rdma_chan_quiesce: evicted, closed by the
+ * owner's close protocol, failed).  The lower rank's slot is taken
+ * first: a connect to a higher rank takes ours before it starts (at the
+ * cap it waits in waitq; CH3's puts return 0 bytes and queue), the
+ * peer's then when it admits the request (ev.admit, which the channel
+ * thread may ask); a connect to a lower rank starts without ours, and
+ * takes it when the peer's answer arrives.  At most the cap of those
+ * are under way at once (ch->low; the others wait in waitq): each holds
+ * its transport's memory (a queue pair) while the peer keeps it
+ * waiting.  A side not admitted keeps the other waiting, alive (verbs:
+ * WAIT).  Any waiting makes the look close the least recently used
+ * quiet link, one at a time; the freed slot goes to the oldest waiting
+ * connect, or to the peer that asks again first.  So at most the cap
+ * are ever READY or CLOSING (rdma_conns_live_max), and twice the cap
+ * hold transport memory.
+ * Deadlock: a side that holds slots waits only for a higher rank's slot, or for one of its own links to go quiet,
+ * which needs only the peer's reads, never a message from a third
+ * process (CH3's rendezvous queues its data only after the receiver's
+ * CTS): no cycle of waits.  A connect held back by ch->low holds
+ * nothing; it waits for connects that need only lower ranks' slots and
+ * ours.  (Taking our own slot first whatever the peer, every process
+ * could hold all its slots in connects that its peers, at their caps,
+ * keep waiting.)
  * Without the cap no slot is taken.
  * LRU: each look (every 1024th poll, rdma_chan_live_look, every poll while
  * something waits, and each new connection) compares every live link's
@@ -86,8 +91,9 @@ static void *rdma_chan_grow(rdma_chan_t * ch, void *v, int *room, size_t size)
 /* --- admission: the cap's slots ------------------------------------------ */
 
 /* l->slot: 0 none, 1 held, 2 waiting in waitq (the owner's mark; a slot
- * taken by the thread meanwhile turns it into 1). */
-enum { RDMA_SLOT_NONE, RDMA_SLOT_HELD, RDMA_SLOT_WAIT };
+ * taken by the thread meanwhile turns it into 1), 3 connecting to a lower
+ * rank without a slot, counted in ch->low (slot_take turns it into 1). */
+enum { RDMA_SLOT_NONE, RDMA_SLOT_HELD, RDMA_SLOT_WAIT, RDMA_SLOT_LOW };
 
 static int rdma_chan_capped(const rdma_chan_t * ch, const rdma_link_t * l)
 {
@@ -105,19 +111,52 @@ int rdma_chan_slot_take(rdma_chan_t * ch, rdma_link_t * l)
             return 0;
     } while (!__atomic_compare_exchange_n(&ch->slots, &n, n + 1, 0, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
-    /* the other thread took one for l meanwhile: one is enough */
-    if (__atomic_exchange_n(&l->slot, RDMA_SLOT_HELD, __ATOMIC_RELAXED) == RDMA_SLOT_HELD)
+    switch (__atomic_exchange_n(&l->slot, RDMA_SLOT_HELD, __ATOMIC_RELAXED)) {
+    case RDMA_SLOT_HELD:       /* the other thread took one for l meanwhile */
         __atomic_fetch_sub(&ch->slots, 1, __ATOMIC_RELAXED);
+        break;
+    case RDMA_SLOT_LOW:        /* its connect is counted by the slot now */
+        __atomic_fetch_sub(&ch->low, 1, __ATOMIC_RELAXED);
+        break;
+    }
     return 1;
 }
 
 void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l)
 {
-    int held = RDMA_SLOT_HELD;
+    int held = RDMA_SLOT_HELD, low = RDMA_SLOT_LOW;
 
     if (__atomic_compare_exchange_n(&l->slot, &held, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED))
         __atomic_fetch_sub(&ch->slots, 1, __ATOMIC_RELAXED);
+    else if (__atomic_compare_exchange_n(&l->slot, &low, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
+                                         __ATOMIC_RELAXED))
+        __atomic_fetch_sub(&ch->low, 1, __ATOMIC_RELAXED);
+}
+
+/* A connect to a lower rank starts without a slot while fewer than the
+ * cap do (owner only: ch->low only falls meanwhile); 1 if l may go. */
+static int rdma_chan_low_take(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int none = RDMA_SLOT_NONE;
+
+    if (!rdma_chan_capped(ch, l))
+        return 1;
+    if (__atomic_load_n(&ch->low, __ATOMIC_RELAXED) >= ch->cfg.max_conns)
+        return 0;
+    __atomic_fetch_add(&ch->low, 1, __ATOMIC_RELAXED);
+    /* a peer's request took a slot for l meanwhile (or it held one) */
+    if (!__atomic_compare_exchange_n(&l->slot, &none, RDMA_SLOT_LOW, 0, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        __atomic_fetch_sub(&ch->low, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Whether l's connect could start now (the oldest waiting one goes). */
+static int rdma_chan_slot_free(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    return __atomic_load_n(l->xc.peer < ch->rank ? &ch->low : &ch->slots, __ATOMIC_RELAXED)
+        < ch->cfg.max_conns;
 }
 
 /* l waits for a slot: queued once, connected by wait_run. */
@@ -142,8 +181,8 @@ rdma_status_t rdma_chan_slot_get(rdma_chan_t * ch, rdma_link_t * l, int *go)
     /* to a lower rank: its slot first (ev.admit there), then ours (ev.admit
      * here, on its answer); a waiting link connects in turn, not when its
      * owner retries a put */
-    *go = l->xc.peer < ch->rank || (__atomic_load_n(&l->slot, __ATOMIC_RELAXED) != RDMA_SLOT_WAIT
-                                     && rdma_chan_slot_take(ch, l));
+    *go = __atomic_load_n(&l->slot, __ATOMIC_RELAXED) != RDMA_SLOT_WAIT
+        && (l->xc.peer < ch->rank ? rdma_chan_low_take(ch, l) : rdma_chan_slot_take(ch, l));
     return *go ? RDMA_OK : rdma_chan_slot_wait(ch, l);
 }
 
@@ -173,15 +212,14 @@ static void rdma_chan_wait_prune(rdma_chan_t * ch)
     ch->nwait = n;
 }
 
-/* Connect the oldest waiting links while slots are free.  A connect that
+/* Connect the oldest waiting links while they may start.  A connect that
  * fails now fails its link, as a failed connection would (owner.failed). */
 static rdma_status_t rdma_chan_wait_run(rdma_chan_t * ch)
 {
     rdma_status_t st = RDMA_OK;
     int i = 0;
 
-    while (i < ch->nwait && st == RDMA_OK
-           && __atomic_load_n(&ch->slots, __ATOMIC_RELAXED) < ch->cfg.max_conns) {
+    while (i < ch->nwait && st == RDMA_OK && rdma_chan_slot_free(ch, ch->waitq[i])) {
         rdma_link_t *l = ch->waitq[i++];
         int wait = RDMA_SLOT_WAIT;
 
@@ -326,18 +364,40 @@ rdma_status_t rdma_chan_live_look(rdma_chan_t * ch)
     return st;
 }
 
+/* l's connection ends for good: its counts kept, closed, IDLE (a later
+ * use connects again); its slot goes once its memory went. */
+static void rdma_chan_shut(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_chan_link_sum(&ch->gone, l);
+    rdma_link_quiesce(l);
+    l->xc.ops->close(l->xc.xport, &l->xc);
+    l->xc.state = RDMA_CONN_IDLE;
+    rdma_chan_slot_give(ch, l);
+}
+
 /* Both BYEs passed and nothing is under way: close, IDLE, tell the owner. */
 static rdma_status_t rdma_chan_evict_done(rdma_chan_t * ch, int i)
 {
     rdma_link_t *l = ch->live[i].l;
 
-    rdma_chan_link_sum(&ch->gone, l);
-    rdma_chan_quiesce(ch, l);
-    l->xc.ops->close(l->xc.xport, &l->xc);
-    l->xc.state = RDMA_CONN_IDLE;
+    rdma_chan_shut(ch, l);
     rdma_chan_live_drop(ch, i);
     ch->conns_evicted++;
     return ch->owner.evicted ? ch->owner.evicted(ch->owner.arg, l) : RDMA_OK;
+}
+
+void rdma_chan_close(rdma_chan_t * ch, rdma_link_t * l)
+{
+    int i;
+
+    if (!rdma_chan_capped(ch, l)
+        || (l->xc.state != RDMA_CONN_READY && l->xc.state != RDMA_CONN_CLOSING)) {
+        rdma_chan_quiesce(ch, l);
+        return;
+    }
+    if ((i = rdma_chan_live_find(ch, l)) >= 0)
+        rdma_chan_live_drop(ch, i);
+    rdma_chan_shut(ch, l);
 }
 
 /* live[i] sent its BYE, then FAILED: the peer may have closed in order

@@ -39,7 +39,8 @@ typedef struct rdma_link {
                                  * RDMA_ERR_PEER after what the peer wrote
                                  * (rdma_chan_getv); else nothing more */
     int slot;                   /* the cap's slot: 0 none, 1 held, 2 its
-                                 * connect waits for one (rdma_chan_evict.c:
+                                 * connect waits for one, 3 it connects to a
+                                 * lower rank without one (rdma_chan_evict.c:
                                  * __atomic CAS; taken by the owner or the
                                  * channel thread, given back by the owner) */
 } rdma_link_t;

@@ -462,6 +462,7 @@ void rdma_verbs_path_of(rdma_xport_t * xp, const rdma_verbs_peer_t * p, struct i
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
 int rdma_verbs_rq_fill(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_cq_room(rdma_xport_t * xp, int n);
+rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc);
 
 /* rdma_verbs_srq.c */
 rdma_verbs_conn_t *rdma_verbs_qpn_lookup(rdma_xport_t * xp, uint32_t qpn);

@@ -276,6 +276,12 @@ static rdma_status_t rdma_verbs_conn_pair(rdma_verbs_conn_t * vc, const rdma_ver
     if (m->rd_atomic < vc->max_rd_atomic)
         vc->max_rd_atomic = m->rd_atomic;
     vc->mtu = rdma_verbs_mtu_pick(xp->pattr.active_mtu, m->mtu);
+    if (rdma_verbs_cq_reserve(vc)) {
+        rdma_verbs_conn_doom(vc, "no room in the completion queue for the connection to %s "
+                             "on %s (%d entries in use, the device allows %d)", vc->who,
+                             vc->host, xp->cq_need, xp->dev.max_cqe);
+        return RDMA_ERR_NOMEM;
+    }
     if ((vc->completion && rdma_verbs_rq_fill(vc)) || rdma_verbs_qp_rtr_rts(vc)) {
         rdma_verbs_conn_doom(vc, "cannot connect the QP to %s on %s: %s", vc->who,
                              vc->host, strerror(errno));

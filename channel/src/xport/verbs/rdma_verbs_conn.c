@@ -58,11 +58,16 @@ rdma_status_t rdma_verbs_cq_room(rdma_xport_t * xp, int n)
 }
 
 /* Reserve every completion vc can have in flight: its sends, and its
- * receives unless the SRQ's entries (reserved once) take them. */
-static rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
+ * receives unless the SRQ's entries (reserved once) take them.  At
+ * pairing (rdma_verbs_conn_pair): a QP that waits in INIT for its peer
+ * (or, under the owner's cap, for a slot) completes nothing, so the CQ
+ * follows the paired connections, not the connects under way. */
+rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
 {
     int n = (int) (vc->sq_depth + (vc->xp->srq ? 0 : vc->rq_depth));
 
+    if (vc->cq_share)
+        return RDMA_OK;
     if (rdma_verbs_cq_room(vc->xp, n))
         return RDMA_ERR_NOMEM;
     vc->cq_share = n;
@@ -234,8 +239,7 @@ static int rdma_verbs_conn_resources(rdma_verbs_conn_t * vc)
         return RDMA_ERR_NOMEM;
     vc->ring_addr0 = (uintptr_t) vc->ring.buf;
     vc->ring_rkey0 = vc->ring.mr->rkey;
-    if (rdma_verbs_cq_reserve(vc)
-        || rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
+    if (rdma_verbs_qp_create(vc) || rdma_verbs_qp_init(vc))
         return RDMA_ERR_NOMEM;
     vc->in_order_local = rdma_verbs_qp_in_order(vc);
     vc->max_rd_atomic = xp->dev.max_qp_rd_atom < xp->dev.max_qp_init_rd_atom ?

@@ -446,5 +446,7 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
                       xp->cm_why);
     if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_srq_stats(xp, buf + n, len - n);
+    if (n >= 0 && (size_t) n < len)
+        n += snprintf(buf + n, len - n, "; cq: %d entries", xp->cq_size);
     return n;
 }
