@@ -298,24 +298,22 @@ static void test_busy(void)
     world_close();
 }
 
-/* Links open at r: READY or CLOSING (a connect to a lower rank holds
- * no slot until that rank admitted it). */
-static int open_links(int r)
+/* Links of r that are OPEN: READY or CLOSING (a connect to a lower rank
+ * holds no slot until that rank admitted it); HELD: CONNECTING too; ENDS:
+ * whose transport still holds the connection's memory (c->priv). */
+enum { OPEN, HELD, ENDS };
+
+static int links(int r, int kind)
 {
     int p, n = 0;
 
-    for (p = 0; p < NR; p++)
-        n += p != r && (st(r, p) == RDMA_CONN_READY || st(r, p) == RDMA_CONN_CLOSING);
-    return n;
-}
+    for (p = 0; p < NR; p++) {
+        rdma_conn_state_t s = st(r, p);
 
-/* Links of r that hold transport memory: CONNECTING, READY or CLOSING. */
-static int held_links(int r)
-{
-    int p, n = 0;
-
-    for (p = 0; p < NR; p++)
-        n += p != r && st(r, p) >= RDMA_CONN_CONNECTING && st(r, p) <= RDMA_CONN_CLOSING;
+        n += p != r && (kind == ENDS ? R[r].link[p].xc.priv != NULL
+                        : s >= (kind == HELD ? RDMA_CONN_CONNECTING : RDMA_CONN_READY)
+                        && s <= RDMA_CONN_CLOSING);
+    }
     return n;
 }
 
@@ -334,22 +332,12 @@ static void test_low_gate(void)
     post(3, 0, 3000), post(3, 1, 3000), post(3, 2, 3000);
     for (i = 0; i < 20000 && !delivered(); i++) {
         pump(1, 0xf);
-        most = held_links(3) > most ? held_links(3) : most;
+        most = links(3, HELD) > most ? links(3, HELD) : most;
     }
     ok(delivered() && most <= 2 && R[3].ch.low == 0 && R[3].ch.nwait == 0,
        "connects to lower ranks: at most the cap in flight without a slot (%d links held at "
        "most, cap 1)", most);
     world_close();
-}
-
-/* Links of r whose transport still holds the connection's memory. */
-static int ends(int r)
-{
-    int p, n = 0;
-
-    for (p = 0; p < NR; p++)
-        n += p != r && R[r].link[p].xc.priv;
-    return n;
 }
 
 /* As MPI_Finalize: rank 0 (cap 1) talks to ranks 1-3 in turn and CH3's
@@ -369,15 +357,15 @@ static void test_owner_close(void)
         post(0, p, 2000);
         for (i = 0; i < 4000 && !delivered(); i++) {
             pump(1, 0xf);
-            most = ends(0) > most ? ends(0) : most;
+            most = links(0, ENDS) > most ? links(0, ENDS) : most;
         }
         rdma_chan_close(&R[0].ch, &R[0].link[p]);
         rdma_chan_close(&R[p].ch, &R[p].link[0]);
         pump(10, 0xf);
     }
-    ok(delivered() && most <= 1 && ends(0) == 0 && st(0, 3) == RDMA_CONN_IDLE
+    ok(delivered() && most <= 1 && links(0, ENDS) == 0 && st(0, 3) == RDMA_CONN_IDLE
        && R[0].ch.slots == 0, "the owner's close under the cap ends the connection: rank 0 "
-       "held %d at most, %d after three closes", most, ends(0));
+       "held %d at most, %d after three closes", most, links(0, ENDS));
     world_close();
 }
 
@@ -403,7 +391,7 @@ static void test_admit(void)
        "a peer's connect at the cap waits, and the least recently used link closes");
     for (i = 0; i < 4000; i++) {
         pump(1, 0xf);
-        most = open_links(0) > most ? open_links(0) : most;
+        most = links(0, OPEN) > most ? links(0, OPEN) : most;
     }
     ok(delivered() && st(0, 2) == RDMA_CONN_READY && st(0, 1) == RDMA_CONN_IDLE && most == 1
        && counter(0, 3) == 1 && R[0].ch.slots == 1,
@@ -429,9 +417,9 @@ static int all_to_all(const int *cap, int rounds)
         if (pump(1, 0xf))
             return -1;
         for (a = 0; a < NR; a++) {
-            most[a] = open_links(a) > most[a] ? open_links(a) : most[a];
-            if (held_links(a) > 2 * cap[a]) {
-                diag("rank %d: %d links hold memory, cap %d", a, held_links(a), cap[a]);
+            most[a] = links(a, OPEN) > most[a] ? links(a, OPEN) : most[a];
+            if (links(a, HELD) > 2 * cap[a]) {
+                diag("rank %d: %d links hold memory, cap %d", a, links(a, HELD), cap[a]);
                 return -1;
             }
         }
@@ -439,9 +427,9 @@ static int all_to_all(const int *cap, int rounds)
     pump(2000, 0xf);
     for (a = 0; a < NR; a++)
         if (most[a] > cap[a] || counter(a, 3) > (uint64_t) cap[a]
-            || R[a].ch.slots != open_links(a) || R[a].ch.nwait || R[a].ch.low) {
+            || R[a].ch.slots != links(a, OPEN) || R[a].ch.nwait || R[a].ch.low) {
             diag("rank %d: %d open at most, peak %d, %d slots for %d links, %d waiting", a,
-                 most[a], (int) counter(a, 3), R[a].ch.slots, open_links(a), R[a].ch.nwait);
+                 most[a], (int) counter(a, 3), R[a].ch.slots, links(a, OPEN), R[a].ch.nwait);
             return -1;
         }
     return delivered() ? 0 : -1;

@@ -66,8 +66,6 @@ rdma_status_t rdma_verbs_cq_reserve(rdma_verbs_conn_t * vc)
 {
     int n = (int) (vc->sq_depth + (vc->xp->srq ? 0 : vc->rq_depth));
 
-    if (vc->cq_share)
-        return RDMA_OK;
     if (rdma_verbs_cq_room(vc->xp, n))
         return RDMA_ERR_NOMEM;
     vc->cq_share = n;
