@@ -2,7 +2,8 @@
 # testsuite-vm.sh [--vms] [--env VAR=VAL]... DIRS [OUT] -- MPICH's test/mpi directories
 # DIRS (comma list) on ch3:rdma in the Soft-RoCE test bed, results in OUT (default
 # results/testsuite-vm-DATE) as testsuite.sh writes them; each --env setting goes to
-# every test (e.g. --env MPIR_CVAR_CH3_RDMA_MAX_CONNS=2):
+# every test (e.g. --env MPIR_CVAR_CH3_RDMA_MAX_CONNS=2); TESTSUITE_VM_TIMEOUT (s, default
+# 14400) and TESTSUITE_VM_MEM (MB per guest, default 2048) size the boot:
 #   one VM:  verbs forced between the ranks of one kernel (summary-rdma-verbs.*);
 #   --vms:   two VMs, each its own kernel and rxe0, Hydra over ssh with the ranks placed
 #            round robin on node0 and node1, so neighbours talk verbs across the link and
@@ -29,6 +30,6 @@ else
     bed=(--env HYDRA_LAUNCHER_AUTOFORK=1 --env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs --env TESTSUITE_TAG=rdma-verbs
          --env MPITEST_TIMEOUT_MULTIPLIER="${MPITEST_TIMEOUT_MULTIPLIER:-4}")
 fi
-"$TOP/test/softroce/run-vm" --timeout "${TESTSUITE_VM_TIMEOUT:-14400}" --rw "$out" --rw "$T" \
+"$TOP/test/softroce/run-vm" --timeout "${TESTSUITE_VM_TIMEOUT:-14400}" --mem "${TESTSUITE_VM_MEM:-2048}" --rw "$out" --rw "$T" \
     "${bed[@]}" ${envs[@]+"${envs[@]}"} -- "$TOP/test/mpi/testsuite.sh" rdma "$dirs" "$out"
 echo "results in $out"

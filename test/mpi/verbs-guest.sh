@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 50
+plan 51
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -154,6 +154,12 @@ conns_check "2 nodes x 8 ranks, MAX_CONNS=4 (8 peers over verbs each)" 4 16 8 \
 # a CLOSE to a VC an eviction had made INACTIVE)
 conns_check "verbs forced, 8 ranks, MAX_CONNS=2 (7 peers each), then MPI_Finalize" 2 8 7 \
     env $V "$P/bin/mpiexec" -n 8
+# A connect that waits for its own slot after the peer answered (its link to
+# the sleeping rank 0 is busy): its WAIT answers to the REP keep extending the
+# peer's deadline, far past CONNECT_TIMEOUT
+expect_output 0 '^ok: rank 1 waited ([5-9]|[1-9][0-9])\.' "verbs forced, MAX_CONNS=1, CONNECT_TIMEOUT=2: rank 1 waits at least 5 s for rank 2 to take a slot (its connect answered), not taken for dead" -- \
+    env $V MPIR_CVAR_CH3_RDMA_MAX_CONNS=1 MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=2 \
+    MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 3 "$W/mpi_conn_wait" 6 65536
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 # Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node
