@@ -157,9 +157,9 @@ conns_check "verbs forced, 8 ranks, MAX_CONNS=2 (7 peers each), then MPI_Finaliz
 # A connect that waits for its own slot after the peer answered (its link to
 # the sleeping rank 0 is busy): its WAIT answers to the REP keep extending the
 # peer's deadline, far past CONNECT_TIMEOUT
-expect_output 0 '^ok: rank 1 waited ([5-9]|[1-9][0-9])\.' "verbs forced, MAX_CONNS=1, CONNECT_TIMEOUT=2: rank 1 waits at least 5 s for rank 2 to take a slot (its connect answered), not taken for dead" -- \
-    env $V MPIR_CVAR_CH3_RDMA_MAX_CONNS=1 MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=2 \
-    MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 3 "$W/mpi_conn_wait" 6 65536
+expect_output 0 '^ok: rank 1 waited ([6-9]|[1-9][0-9])\.' "verbs forced, MAX_CONNS=1, CONNECT_TIMEOUT=3: rank 1 waits at least 6 s for rank 2 to take a slot (its connect answered), not taken for dead" -- \
+    env $V MPIR_CVAR_CH3_RDMA_MAX_CONNS=1 MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=3 \
+    MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 3 "$W/mpi_conn_wait" 8 65536
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 # Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node
