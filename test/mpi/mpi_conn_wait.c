@@ -9,7 +9,7 @@
  *     request at once; rank 2 takes its slot only when rank 0 has pulled the
  *     L bytes and the link to rank 0 closed.  Rank 1 waits S seconds for
  *     rank 2 to finish the handshake, and must not take it for dead: rank 2
- *     asks again all along.
+ *     answers each REP with WAIT, which extends rank 1's deadline.
  * Every byte verified; rank 0 prints "ok" and the time rank 1 waited.
  *
  *   mpiexec -n 3 mpi_conn_wait S L
