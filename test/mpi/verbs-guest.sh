@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 51
+plan 52
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -153,7 +153,16 @@ conns_check "2 nodes x 8 ranks, MAX_CONNS=4 (8 peers over verbs each)" 4 16 8 \
 # MPI_Finalize's close protocol meets evicted connections (CH3 asserted on
 # a CLOSE to a VC an eviction had made INACTIVE)
 conns_check "verbs forced, 8 ranks, MAX_CONNS=2 (7 peers each), then MPI_Finalize" 2 8 7 \
-    env $V "$P/bin/mpiexec" -n 8
+    env $V MPIR_CVAR_CH3_RDMA_VERBOSE=1 "$P/bin/mpiexec" -n 8
+# ... and no close of those waited its drain bound (8.6 s) for the ACK of
+# its last frame: the peer that read that frame keeps its QP a while
+# (rdma_verbs_conn_linger) instead of destroying it before the ACK left
+read -r nl nc nb < <(grep -o "closes: [0-9]*, [0-9]* waited the drain bound" <<< "$out" |
+    awk '{ c += $2; b += $3; n++ } END { print n + 0, c + 0, b + 0 }')
+[[ $nl -eq 8 && $nc -gt 0 && $nb -eq 0 ]]
+r=$?
+ok $r "verbs forced, 8 ranks, MAX_CONNS=2: $nc closes, $nb of them waited the drain bound (VERBOSE, $nl ranks)"
+[ $r -eq 0 ] || grep "drain bound" <<< "$out" | diag
 # A connect that waits for its own slot after the peer answered (its link to
 # the sleeping rank 0 is busy): its WAIT answers to the REP keep extending the
 # peer's deadline, far past CONNECT_TIMEOUT

@@ -132,6 +132,12 @@ enum { RDMA_VERBS_POST_LEAVE_RESERVE = 1, RDMA_VERBS_POST_SIGNAL = 2, RDMA_VERBS
 #define RDMA_VERBS_SIG_SENT (UINT32_C(1) << 31)
 #define RDMA_VERBS_SIG_RMA (UINT32_C(1) << 30)  /* reports rdma_verbs_rma_done */
 #define RDMA_VERBS_SIG_WRS(s) ((s) & ~(RDMA_VERBS_SIG_SENT | RDMA_VERBS_SIG_RMA))
+/* seconds from a WAIT answer to the next REQ: the first, and the most
+ * (the gap doubles; rdma_verbs_cm_wait) */
+#define RDMA_VERBS_WAIT_FIRST 0.001
+#define RDMA_VERBS_WAIT_MAX 0.1
+/* seconds a closed connection's QP lingers (rdma_verbs_conn_linger) */
+#define RDMA_VERBS_LINGER_S 0.1
 
 /* Immediate data: kind in bits 0-1; a frame write carries its frame count
  * in bits 2-31 (a superpipeline group holds several frames). */
@@ -258,7 +264,10 @@ typedef struct rdma_verbs_conn {
     int srq_attached;           /* [cm] its receives count in srq_want */
     int cq_share;               /* [cm] CQ entries reserved for this connection */
     double t_retx, t_deadline, backoff; /* [cm] */
+    double wait_gap;            /* [cm] the last WAIT's retry gap (0: no WAIT yet) */
     /* [main] from here on */
+    struct rdma_verbs_conn *next_linger;        /* xp->linger list */
+    double t_linger;            /* its QP goes then */
     uint32_t sq_free, unsig;
     uint32_t rq_owed;           /* receives consumed, not yet reposted (< RQ_BATCH) */
     uint32_t *sig_fifo, sig_head, sig_tail;     /* WRs covered per signal
@@ -368,6 +377,9 @@ struct rdma_xport {
     int new_failures;           /* [main] */
     int flag_polled;            /* [main] a connection polls memory: no CQE per arrival */
     double t_keepalive;         /* [main] */
+    /* closed connections whose QP lingers, oldest first (rdma_verbs_conn_linger) */
+    rdma_verbs_conn_t *linger, **linger_tail;   /* [main] */
+    uint64_t closes, drain_bound;       /* [main] close()s; drains that ended at their bound */
     unsigned polls;             /* [main] progress calls; clock read every 256th */
     pthread_mutex_t rc_lock;
     rdma_verbs_rc_t rc_src;     /* [rc] send buffers the peer reads: REMOTE_READ */
@@ -458,6 +470,8 @@ rdma_status_t rdma_verbs_conn_create(rdma_xport_t * xp, rdma_conn_t * c,
                                      const rdma_verbs_peer_t * peer, rdma_verbs_conn_t ** vcp,
                                      char *why, size_t len);
 void rdma_verbs_conn_release(rdma_verbs_conn_t * vc);
+void rdma_verbs_conn_linger(rdma_verbs_conn_t * vc);
+void rdma_verbs_linger_reap(rdma_xport_t * xp, double now);
 void rdma_verbs_path_of(rdma_xport_t * xp, const rdma_verbs_peer_t * p, struct ibv_ah_attr *ah);
 int rdma_verbs_rq_post(rdma_verbs_conn_t * vc, uint32_t n);
 int rdma_verbs_rq_fill(rdma_verbs_conn_t * vc);
@@ -492,7 +506,7 @@ rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t l
                               uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
 void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c);
-void rdma_verbs_drain(rdma_verbs_conn_t * vc);
+int rdma_verbs_drain(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_progress(rdma_xport_t * xp);
 int rdma_verbs_wait_arm(rdma_xport_t * xp);
 void rdma_verbs_wait_disarm(rdma_xport_t * xp);

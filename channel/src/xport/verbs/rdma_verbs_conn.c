@@ -3,7 +3,8 @@
  * memory, RC QP) and the QP state machine INIT -> RTR -> RTS
  * (rdma_verbs.h).  Called by the CM (rdma_verbs_cm.c) with xp->cm_lock
  * held, from either thread; rdma_verbs_conn_lookup is main's lock-free
- * read of the slot table.
+ * read of the slot table.  A connection closed in order lingers before
+ * its QP goes (rdma_verbs_conn_linger, main only).
  */
 #define _GNU_SOURCE
 #include "rdma_verbs.h"
@@ -175,7 +176,9 @@ int rdma_verbs_rq_fill(rdma_verbs_conn_t * vc)
     return 0;
 }
 
-void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
+/* Take vc out of every lookup (slots, the QP-number hash, the adopt list)
+ * and off its rdma_conn_t: no completion finds it any more.  [cm_lock] */
+static void rdma_verbs_conn_unhook(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
     rdma_verbs_conn_t **pp;
@@ -188,10 +191,19 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
             xp->n_adopt--;
             break;
         }
-    if (vc->qp) {
+    if (vc->qp)
         rdma_verbs_srq_detach(vc);
+    rdma_verbs_slot_put(xp, vc);
+    vc->c->priv = NULL;
+}
+
+/* Destroy vc's QP, free its memory.  [cm_lock] */
+static void rdma_verbs_conn_free(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    if (vc->qp)
         ibv_destroy_qp(vc->qp);
-    }
     xp->cq_need -= vc->cq_share;
     if (vc->ah)
         ibv_destroy_ah(vc->ah);
@@ -202,12 +214,57 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
     rdma_verbs_mem_free(&vc->next_ring);
     while (vc->n_retired)
         rdma_verbs_mem_free(&vc->retired[--vc->n_retired].m);
-    rdma_verbs_slot_put(xp, vc);
     if (vc->charged)
         rdma_verbs_ring_charge(xp, -(long long) vc->charged);
-    vc->c->priv = NULL;
     free(vc->sig_fifo);
     free(vc);
+}
+
+void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
+{
+    rdma_verbs_conn_unhook(vc);
+    rdma_verbs_conn_free(vc);
+}
+
+/* A READY connection closed in order (close()): its QP stays in RTS and
+ * its memory registered for RDMA_VERBS_LINGER_S, out of every lookup.
+ * Each side closes once it has read the other's last frame, and the ACK
+ * of that frame may still be leaving the QP that took it (rxe sends it
+ * after placing the data): a QP destroyed at once never sent it, and the
+ * peer's drain waited two ACK timeouts for it (8.6 s at the default
+ * CONNECT_TIMEOUT; 25 times in 240 s of coll/reduce with 10 ranks and a
+ * cap of 2, and at MPI_Finalize).  TCP's TIME_WAIT, for the same reason.
+ * A retransmission after a lost ACK (one ACK timeout) may
+ * still find the QP gone: then the peer's drain ends at its bound.
+ * Main frees it (rdma_verbs_linger_reap).  [main, cm_lock] */
+void rdma_verbs_conn_linger(rdma_verbs_conn_t * vc)
+{
+    rdma_xport_t *xp = vc->xp;
+
+    if (!vc->adopted || vc->cm != RDMA_VERBS_CM_READY) {
+        rdma_verbs_conn_release(vc);
+        return;
+    }
+    rdma_verbs_conn_unhook(vc);
+    vc->t_linger = rdma_verbs_now() + RDMA_VERBS_LINGER_S;
+    vc->next_linger = NULL;
+    *xp->linger_tail = vc;
+    xp->linger_tail = &vc->next_linger;
+}
+
+/* Free the lingering connections due by now.  [main] */
+void rdma_verbs_linger_reap(rdma_xport_t * xp, double now)
+{
+    rdma_verbs_conn_t *vc;
+
+    pthread_mutex_lock(&xp->cm_lock);
+    while ((vc = xp->linger) && now >= vc->t_linger) {
+        xp->linger = vc->next_linger;
+        rdma_verbs_conn_free(vc);
+    }
+    if (!xp->linger)
+        xp->linger_tail = &xp->linger;
+    pthread_mutex_unlock(&xp->cm_lock);
 }
 
 /* Queue depths from the write window, not the ring (rdma_verbs_data.c,

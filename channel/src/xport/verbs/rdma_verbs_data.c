@@ -324,22 +324,24 @@ void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c)
  * half of the jobs.  Without closing(), one signalled write after the
  * unsignalled ones covers them all.  Bounded per close
  * (rdma_verbs_drain_bound: by then a dead peer's QP has failed its writes,
- * and every later drain to a dead peer ends at once). */
-void rdma_verbs_drain(rdma_verbs_conn_t * vc)
+ * and every later drain to a dead peer ends at once).  1: it ended at the
+ * bound. */
+int rdma_verbs_drain(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
     double by;
     uint64_t upto;
 
     if (!vc->adopted || vc->cm == RDMA_VERBS_CM_DEAD)
-        return;
+        return 0;
     by = rdma_verbs_now() + rdma_verbs_drain_bound(xp->vp.timeout, xp->qp_timeout);
     if (!vc->last_frames && vc->unsig && rdma_verbs_credit_again(vc) != RDMA_OK)
-        return;
+        return 0;
     upto = vc->last_frames ? vc->frame_at : rdma_verbs_wr_posted(vc);
     while (vc->wr_done < upto && vc->cm != RDMA_VERBS_CM_DEAD)
         if (rdma_verbs_cq_poll(xp) == 0 && rdma_verbs_now() > by)
-            return;
+            return 1;
+    return 0;
 }
 
 /* --------------------------------------------------------- completions */
@@ -473,6 +475,8 @@ RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
             xp->t_keepalive = now + xp->vp.timeout / 4;
             rdma_verbs_keepalive(xp);
         }
+        if (xp->linger && now >= xp->linger->t_linger)
+            rdma_verbs_linger_reap(xp, now);
     }
     if (xp->new_failures) {
         xp->new_failures = 0;

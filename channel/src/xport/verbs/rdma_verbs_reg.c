@@ -445,6 +445,9 @@ int rdma_verbs_stats(const rdma_xport_t * xp, char *buf, size_t len)
                       (unsigned long long) xp->cm_refused, xp->cm_refused ? ": " : "",
                       xp->cm_why);
     if (n >= 0 && (size_t) n < len)
+        n += snprintf(buf + n, len - n, "; closes: %llu, %llu waited the drain bound",
+                      (unsigned long long) xp->closes, (unsigned long long) xp->drain_bound);
+    if (n >= 0 && (size_t) n < len)
         n += rdma_verbs_srq_stats(xp, buf + n, len - n);
     if (n >= 0 && (size_t) n < len)
         n += snprintf(buf + n, len - n, "; cq: %d entries", xp->cq_size);

@@ -83,6 +83,7 @@ static rdma_status_t rdma_verbs_open(const rdma_xport_params_t * prm, rdma_xport
      * it is safe (see the ordering notes at the top) */
     xp->in_order_override = getenv("CH3RDMA_VERBS_UNSAFE_ASSUME_IN_ORDER") != NULL;
     xp->t_keepalive = rdma_verbs_now() + xp->vp.timeout / 4;
+    xp->linger_tail = &xp->linger;
     xp->rng[0] = (unsigned short) getpid();
     xp->rng[1] = (unsigned short) time(NULL);
     xp->rng[2] = (unsigned short) (uintptr_t) xp;
@@ -119,14 +120,16 @@ static rdma_status_t rdma_verbs_connect(rdma_xport_t * xp, rdma_conn_t * c)
 static rdma_status_t rdma_verbs_close(rdma_xport_t * xp, rdma_conn_t * c)
 {
     if (c->priv) {
-        rdma_verbs_drain(c->priv);
+        xp->closes++;
+        xp->drain_bound += (uint64_t) rdma_verbs_drain(c->priv);
         rdma_verbs_rma_fail(c->priv);
         rdma_verbs_grow_release(c->priv);
     }
     pthread_mutex_lock(&xp->cm_lock);
     if (c->priv)
-        rdma_verbs_conn_release(c->priv);
+        rdma_verbs_conn_linger(c->priv);
     pthread_mutex_unlock(&xp->cm_lock);
+    rdma_verbs_linger_reap(xp, rdma_verbs_now());
     c->state = RDMA_CONN_CLOSED;
     return RDMA_OK;
 }
@@ -139,6 +142,14 @@ static rdma_status_t rdma_verbs_finalize(rdma_xport_t * xp)
     for (i = 0; i < xp->nslots; i++)
         if (xp->slots[i])
             rdma_verbs_close(xp, xp->slots[i]->c);
+    /* peers closing too may still need ACKs from the lingering QPs */
+    while (xp->linger) {
+        double wait = xp->linger->t_linger - rdma_verbs_now();
+        struct timespec ts = { 0, wait > 0 ? (long) (wait * 1e9) : 0 };
+
+        nanosleep(&ts, NULL);
+        rdma_verbs_linger_reap(xp, rdma_verbs_now());
+    }
     rdma_verbs_dev_teardown(xp);
     ibv_close_device(xp->ctx);
     rdma_verbs_xp_free(xp);
