@@ -234,9 +234,9 @@ void rdma_verbs_conn_release(rdma_verbs_conn_t * vc)
  * peer's drain waited two ACK timeouts for it (8.6 s at the default
  * CONNECT_TIMEOUT; 25 times in 240 s of coll/reduce with 10 ranks and a
  * cap of 2, and at MPI_Finalize).  TCP's TIME_WAIT, for the same reason.
- * A retransmission after a lost ACK (one ACK timeout) may
- * still find the QP gone: then the peer's drain ends at its bound.
- * Main frees it (rdma_verbs_linger_reap).  [main, cm_lock] */
+ * A retransmission after a lost ACK (one ACK timeout) may still find the
+ * QP gone: then the peer's drain ends at its bound.  Main frees it
+ * (rdma_verbs_linger_reap).  [main, cm_lock] */
 void rdma_verbs_conn_linger(rdma_verbs_conn_t * vc)
 {
     rdma_xport_t *xp = vc->xp;
@@ -252,11 +252,14 @@ void rdma_verbs_conn_linger(rdma_verbs_conn_t * vc)
     xp->linger_tail = &vc->next_linger;
 }
 
-/* Free the lingering connections due by now.  [main] */
+/* Free the lingering connections due by now (the lock only if one is).
+ * [main] */
 void rdma_verbs_linger_reap(rdma_xport_t * xp, double now)
 {
     rdma_verbs_conn_t *vc;
 
+    if (!xp->linger || now < xp->linger->t_linger)
+        return;
     pthread_mutex_lock(&xp->cm_lock);
     while ((vc = xp->linger) && now >= vc->t_linger) {
         xp->linger = vc->next_linger;

@@ -475,8 +475,7 @@ RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
             xp->t_keepalive = now + xp->vp.timeout / 4;
             rdma_verbs_keepalive(xp);
         }
-        if (xp->linger && now >= xp->linger->t_linger)
-            rdma_verbs_linger_reap(xp, now);
+        rdma_verbs_linger_reap(xp, now);
     }
     if (xp->new_failures) {
         xp->new_failures = 0;
