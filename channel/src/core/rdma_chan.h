@@ -228,7 +228,8 @@ static inline rdma_status_t rdma_chan_poll(rdma_chan_t * ch)
  * while live_over, the LRU clock; a quiet link closes while a connect
  * waits for a slot, and waiting connects start once slots are free.
  * evict_run: every poll while links close.  getv_end: a read found
- * nothing and l FAILED or its peer's BYE came.  live_free: at finalize. */
+ * nothing and l FAILED, or its peer's BYE came (behind data or not).
+ * live_free: at finalize. */
 void rdma_chan_live_add(rdma_chan_t * ch, rdma_link_t * l);
 rdma_status_t rdma_chan_live_look(rdma_chan_t * ch);
 rdma_status_t rdma_chan_evict_run(rdma_chan_t * ch);
@@ -303,7 +304,11 @@ static inline rdma_status_t rdma_chan_getv(rdma_chan_t * ch, rdma_link_t * l,
     if (__builtin_expect(l->xc.state < RDMA_CONN_READY, 0))
         return RDMA_OK;         /* IDLE, CONNECTING: no pipe (evicted: its memory is gone) */
     st = rdma_link_getv(l, iov, n, nbytes);
-    if (st == RDMA_OK && *nbytes == 0 && (l->xc.state == RDMA_CONN_FAILED || l->zc.bye_rx))
+    /* The peer's BYE is taken here even behind data read in this call: the
+     * owner reads again only once a peek finds something, and nothing lands
+     * behind a BYE.  A FAILED link ends once its reads give nothing. */
+    if (st == RDMA_OK && (*nbytes == 0 ? l->xc.state == RDMA_CONN_FAILED || l->zc.bye_rx
+                          : __builtin_expect(l->zc.bye_rx, 0) && l->xc.state == RDMA_CONN_READY))
         return rdma_chan_getv_end(ch, l);
     return st == RDMA_OK ? RDMA_OK : rdma_chan_fail(ch, l, st);
 }

@@ -14,8 +14,10 @@
  *     no data, only the FIN and PUSHED of a rendezvous the peer began before
  *     it read the BYE.  Its puts wait (put_slow: 0 bytes) and it keeps
  *     reading what the peer wrote before the peer's own BYE.
- *   - The peer reads the BYE (rdma_chan_getv -> getv_end) and stays READY
- *     until it is quiet too (a message half sent finishes first, a stream
+ *   - The peer reads the BYE (rdma_chan_getv -> getv_end, also when the
+ *     same read returned data: the owner reads again only once something
+ *     lands, and nothing lands behind a BYE) and stays READY until it is
+ *     quiet too (a message half sent finishes first, a stream
  *     drains), then answers BYE and goes CLOSING.
  *   - Each side closes once it has sent its BYE, read the peer's and no
  *     rendezvous is under way: everything either side wrote before its BYE
