@@ -31,6 +31,11 @@
  *                  unless quiesce() closed it (the transport stopped looking)
  *   open2_fails    fake_xport2's open() fails as if there were no device
  *   zcopy_slow     what zcopy_slow() answers (LARGE_PROTOCOL=auto's probe)
+ *   accept_at_close  close() admits the peer's new connect waiting for
+ *                  that end at once (verbs: the channel thread answers its
+ *                  REQ the moment close() let go of the connection, before
+ *                  the owner's close returns); it is ready at our next
+ *                  progress(), whatever c's state (verbs: adoption)
  */
 #ifndef FAKE_XPORT_H_INCLUDED
 #define FAKE_XPORT_H_INCLUDED
@@ -44,7 +49,7 @@ enum { FAKE_RANKS = 4, FAKE_QMAX = 1024, FAKE_WINDOW = 16 };
 
 static struct fake_faults {
     int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer, open2_fails;
-    int zcopy_slow;
+    int zcopy_slow, accept_at_close;
     size_t pull_max;
     unsigned long fail_writes_after;
 } fake_faults;
@@ -63,6 +68,7 @@ struct fake_end {
     unsigned qh, qt;
     size_t pulled_due;          /* deferred pull completions */
     int accepted;
+    int adopt;                  /* paired in close(): ready at next progress */
     fake_end_t *next_dead;      /* closed: kept until finalize (the peer's
                                  * late credit writes land here) */
 };
@@ -252,6 +258,13 @@ static fake_end_t *fake_admit(rdma_xport_t * xp, rdma_conn_t * c)
     return e;
 }
 
+static void fake_pair(fake_end_t * mine, fake_end_t * theirs)
+{
+    mine->peer = theirs;
+    theirs->peer = mine;
+    theirs->accepted = 1;
+}
+
 /* Accept peers that connected to us; finish our own connects. */
 static void fake_accept(rdma_xport_t * xp)
 {
@@ -271,15 +284,31 @@ static void fake_accept(rdma_xport_t * xp)
         if (mine ? !rdma_xport_admit(&xp->prm.ev, mine->c, 1)
             : !(c = xp->prm.ev.conn_of(xp->prm.ev.arg, r)) || !(mine = fake_admit(xp, c)))
             continue;
-        mine->peer = theirs;
-        theirs->peer = mine;
-        theirs->accepted = 1;
+        fake_pair(mine, theirs);
         fake_ready(xp, mine);
     }
-    for (r = 0; r < FAKE_RANKS; r++)
-        if (xp->end[r] && xp->end[r]->accepted && xp->end[r]->c->state == RDMA_CONN_CONNECTING
-            && rdma_xport_admit(&xp->prm.ev, xp->end[r]->c, 1))
-            fake_ready(xp, xp->end[r]);
+    for (r = 0; r < FAKE_RANKS; r++) {
+        fake_end_t *e = xp->end[r];
+
+        if (e && e->adopt) {
+            e->adopt = 0;
+            fake_ready(xp, e);
+        } else if (e && e->accepted && e->c->state == RDMA_CONN_CONNECTING
+                   && rdma_xport_admit(&xp->prm.ev, e->c, 1))
+            fake_ready(xp, e);
+    }
+}
+
+/* accept_at_close: the peer's connect that waited for c's old end. */
+static void fake_accept_at_close(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_xport_t *px = fake_world[xp->fabric][c->peer];
+    fake_end_t *theirs = px ? px->end[xp->prm.rank] : NULL, *mine;
+
+    if (!theirs || theirs->peer || !(mine = fake_admit(xp, c)))
+        return;
+    fake_pair(mine, theirs);
+    mine->adopt = 1;
 }
 
 /* kill_peer: our connection to that rank dies. */
@@ -335,6 +364,8 @@ static rdma_status_t fake_close(rdma_xport_t * xp, rdma_conn_t * c)
         c->priv = NULL;
     }
     c->state = RDMA_CONN_CLOSED;
+    if (fake_faults.accept_at_close)
+        fake_accept_at_close(xp, c);
     return RDMA_OK;
 }
 

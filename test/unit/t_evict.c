@@ -427,6 +427,44 @@ static void test_admit(void)
     world_close();
 }
 
+/* Rank 1 closed its end of an evicted link and connects again while rank
+ * 0 still holds its own; the verbs channel thread admits that connect the
+ * moment rank 0's close() let go (accept_at_close).  It must take a slot
+ * of its own: it found the old connection's still held and ran without
+ * one, so rank 0 opened rank 2 beside it (t-verbs-mpi.t: 3 open at a cap
+ * of 2). */
+static void test_admit_at_close(void)
+{
+    static const int cap[NR] = { 1, 0, 0, 0 };
+    int most = 0, again, i;
+
+    if (world_open(cap)) {
+        ok(0, "open");
+        return;
+    }
+    fake_faults.accept_at_close = 1;
+    post(0, 1, 10), post(1, 0, 10);
+    pump(2000, 0xf);
+    post(0, 2, 10);             /* rank 0 at its cap: BYE to rank 1 */
+    for (i = 0; i < 100 && st(0, 1) != RDMA_CONN_CLOSING; i++)
+        pump(1, 1 << 0);
+    for (i = 0; i < 100 && st(1, 0) != RDMA_CONN_IDLE; i++)
+        pump(1, 1 << 1);        /* rank 1 answers BYE and closes */
+    post(1, 0, 500);
+    pump(1, 1 << 1);            /* ... and connects again */
+    again = st(1, 0) == RDMA_CONN_CONNECTING && st(0, 1) == RDMA_CONN_CLOSING;
+    for (i = 0; i < 6000; i++) {
+        pump(1, 0xf);
+        most = links(0, OPEN) > most ? links(0, OPEN) : most;
+    }
+    fake_faults.accept_at_close = 0;
+    ok(again && delivered() && most == 1 && counter(0, 3) == 1
+       && R[0].ch.slots == links(0, HELD), "a connect admitted inside close() takes a slot "
+       "of its own: rank 0 held %d at most (cap 1), %d slots for %d links", most,
+       R[0].ch.slots, links(0, HELD));
+    world_close();
+}
+
 /* Every rank sends to every other at once (an all-to-all), cap[r] each:
  * all arrives, no rank ever holds more than its cap, slots match the
  * links; 0 if so. */
@@ -538,13 +576,14 @@ int main(void)
 {
     wire_ops = fake_xport2;
     wire_ops.wire = 1;
-    plan(23);
+    plan(24);
     test_lru();
     test_race();
     test_bye_behind_data();
     test_both();
     test_busy();
     test_admit();
+    test_admit_at_close();
     test_low_gate();
     test_owner_close();
     test_ring();

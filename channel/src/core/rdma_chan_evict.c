@@ -124,16 +124,30 @@ int rdma_chan_slot_take(rdma_chan_t * ch, rdma_link_t * l)
     return 1;
 }
 
-void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l)
+/* Clear l's mark: the count its slot (or connect to a lower rank) is in,
+ * NULL if none.  A slot_take for l after this takes a slot of its own. */
+static int *rdma_chan_slot_unmark(rdma_chan_t * ch, rdma_link_t * l)
 {
     int held = RDMA_SLOT_HELD, low = RDMA_SLOT_LOW;
 
     if (__atomic_compare_exchange_n(&l->slot, &held, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED))
-        __atomic_fetch_sub(&ch->slots, 1, __ATOMIC_RELAXED);
-    else if (__atomic_compare_exchange_n(&l->slot, &low, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
-                                         __ATOMIC_RELAXED))
-        __atomic_fetch_sub(&ch->low, 1, __ATOMIC_RELAXED);
+        return &ch->slots;
+    if (__atomic_compare_exchange_n(&l->slot, &low, RDMA_SLOT_NONE, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        return &ch->low;
+    return NULL;
+}
+
+static void rdma_chan_slot_put(int *count)
+{
+    if (count)
+        __atomic_fetch_sub(count, 1, __ATOMIC_RELAXED);
+}
+
+void rdma_chan_slot_give(rdma_chan_t * ch, rdma_link_t * l)
+{
+    rdma_chan_slot_put(rdma_chan_slot_unmark(ch, l));
 }
 
 /* A connect to a lower rank starts without a slot while fewer than the
@@ -367,14 +381,20 @@ rdma_status_t rdma_chan_live_look(rdma_chan_t * ch)
 }
 
 /* l's connection ends for good: its counts kept, closed, IDLE (a later
- * use connects again); its slot goes once its memory went. */
+ * use connects again); its slot counts until its memory went.  l's mark
+ * goes first: the channel thread may admit the peer's next request the
+ * moment close() let go of the connection (verbs: c->priv cleared under
+ * cm_lock), and that one must take a slot of its own, not find the old
+ * one's still held (it did, and ran without one: 3 open at a cap of 2). */
 static void rdma_chan_shut(rdma_chan_t * ch, rdma_link_t * l)
 {
+    int *count = rdma_chan_slot_unmark(ch, l);
+
     rdma_chan_link_sum(&ch->gone, l);
     rdma_link_quiesce(l);
     l->xc.ops->close(l->xc.xport, &l->xc);
     l->xc.state = RDMA_CONN_IDLE;
-    rdma_chan_slot_give(ch, l);
+    rdma_chan_slot_put(count);
 }
 
 /* Both BYEs passed and nothing is under way: close, IDLE, tell the owner. */
