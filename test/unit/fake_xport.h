@@ -290,12 +290,11 @@ static void fake_accept(rdma_xport_t * xp)
     for (r = 0; r < FAKE_RANKS; r++) {
         fake_end_t *e = xp->end[r];
 
-        if (e && e->adopt) {
+        if (e && (e->adopt || (e->accepted && e->c->state == RDMA_CONN_CONNECTING
+                               && rdma_xport_admit(&xp->prm.ev, e->c, 1)))) {
             e->adopt = 0;
             fake_ready(xp, e);
-        } else if (e && e->accepted && e->c->state == RDMA_CONN_CONNECTING
-                   && rdma_xport_admit(&xp->prm.ev, e->c, 1))
-            fake_ready(xp, e);
+        }
     }
 }
 

@@ -154,7 +154,9 @@ struct rdma_chan {
      * READY or CLOSING), at most cfg.max_conns.  __atomic, relaxed (a
      * count; the transport's lock and adoption publish the connection
      * itself): taken by the owner's connects and by the channel thread's
-     * ev.admit (a peer's request), given back by the owner.  slot_want: a
+     * ev.admit (a peer's request), given back by the owner (a closing
+     * link's mark first, its count once close() returned: slots may
+     * exceed the marked links meanwhile, never fall below).  slot_want: a
      * peer was kept waiting at the cap (set by either thread, cleared by
      * the owner's look).  low: connects to lower ranks under way without
      * a slot (l->slot 3), at most cfg.max_conns; taken by the owner, the
