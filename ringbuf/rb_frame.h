@@ -167,10 +167,22 @@ static inline rdma_status_t rb_tx_write(rb_pipe_t * p, size_t off, size_t len,
  * there, never old bytes.  A stale word is inside an older frame, so
  * consumed already: frames tile each lap and this one's bytes are
  * consumed; a word not known consumed is an older frame's start.  Out of
- * line (rb_pipe.c), and only once a large frame has passed: the first
- * small frame sent to an empty ring after that zeroes every stale word
- * (all consumed), so small messages alone never pay for it. */
+ * line (rb_pipe.c), and only for frames at or past the lowest stale chunk
+ * (rb_tx_stale_near): the first small frame sent to an empty ring after a
+ * large one zeroes the stale words of the hot window (all consumed), so
+ * small messages alone never pay for it. */
 void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span);
+
+/* Whether that frame needs rb_tx_stale: it is large, or it or the word
+ * where the next frame starts lies at or past the lowest stale chunk. */
+static inline int rb_tx_stale_near(const rb_pipe_t * p, size_t off, uint64_t wrote,
+                                   uint64_t span)
+{
+    size_t from = (size_t) p->stale_from * p->tx.cfg.chunk_size;
+
+    return wrote > RB_CLEAR_ALL * p->tx.cfg.chunk_size || off + wrote > from
+        || rb_ring_off(&p->tx.cfg, p->tx.head + span) >= from;
+}
 
 /* A frame of len payload bytes goes out self-verifying (rb_pipe.h): on a
  * verifying pipe, at most RB_VERIFY_MAX bytes, payload in the stage (not
@@ -270,7 +282,7 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len, int at)
         *tailp = flag;
     } else if (at && p->tail_kind == RB_TAIL_CHECK)
         flag = rb_tx_check(p, f, flag, info, len, at == RB_TX_USER);
-    if (p->lazy && (p->stale_any || p->ovh + rb_pad8(len) > RB_CLEAR_ALL * p->tx.cfg.chunk_size))
+    if (p->lazy && rb_tx_stale_near(p, off, p->ovh + rb_pad8(len), span))
         rb_tx_stale(p, off, p->ovh + rb_pad8(len), span);
     if (p->quiet_stale)
         rb_tx_quiet_stale(p, off, p->ovh + rb_pad8(len), span);

@@ -333,8 +333,9 @@ typedef struct rb_pipe {
      * fetch back.  The sender zeroes such a word before a frame can start
      * there (rb_tx_stale, stale[]); so for a quiet frame (rb_tx_quiet). */
     int lazy;
-    int stale_any;              /* stale[] may have a bit set (the sweep
-                                 * clears it, rb_tx_stale) */
+    int stale_from;             /* stale[] has no bit below this chunk
+                                 * (rb_tx_stale lowers it, its sweep
+                                 * raises it) */
     struct {
         rb_config_t cfg;        /* fitted to the peer's ring (rb_config_fit) */
         uint8_t *stage;
@@ -390,7 +391,7 @@ typedef struct rb_pipe {
      * older frame's payload (rb_tx_stale). */
     uint64_t stale[RB_STALE_BITS / 64];
     /* Verifying pipe, receiver's: rx.tail + 1 of the frame that verified
-     * last (counted in rx.landed), or 0.  Here, and stale_any by lazy (in
+     * last (counted in rx.landed), or 0.  Here, and stale_from by lazy (in
      * a hole), so that no field the shared-memory paths touch moved. */
     uint64_t rx_verified;
     size_t quiet_stale;         /* lazy, sender's: ring offset + 1 of the word
