@@ -62,13 +62,13 @@ static void rb_stale_mark(uint64_t * b, size_t from, size_t to, int set)
 }
 
 /* The lowest chunk of stale[] with its bit set, or the ring's chunk count. */
-static int rb_stale_first(const rb_pipe_t * p)
+static size_t rb_stale_first(const rb_pipe_t * p)
 {
     size_t i, n = p->tx.cfg.ring_size / p->tx.cfg.chunk_size, words = (n + 63) / 64;
 
     for (i = 0; i < words && !p->stale[i]; i++)
         ;
-    return i < words ? (int) (i * 64 + (size_t) __builtin_ctzll(p->stale[i])) : (int) n;
+    return i < words ? i * 64 + (size_t) __builtin_ctzll(p->stale[i]) : n;
 }
 
 /* The ring is empty (every frame consumed) but for a small frame with a
@@ -94,7 +94,7 @@ static void rb_tx_stale_sweep(rb_pipe_t * p)
             __atomic_store_n((uint64_t *) w, 0, __ATOMIC_RELAXED);
         }
     }
-    p->stale_from = rb_stale_first(p);
+    p->stale_from = (int) rb_stale_first(p);
 }
 
 void rb_tx_stale(rb_pipe_t * p, size_t off, uint64_t wrote, uint64_t span)
