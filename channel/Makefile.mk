@@ -45,6 +45,7 @@ mpi_core_sources += \
     $(rdma_dir)/src/ch3/ch3_progress.c \
     $(rdma_dir)/src/ch3/ch3_fail.c \
     $(rdma_dir)/src/ch3/ch3_owed.c \
+    $(rdma_dir)/src/ch3/rdma_rndv.c \
     $(rdma_dir)/src/ch3/rdma_channel.c \
     $(rdma_dir)/src/ch3/rdma_owner.c \
     $(rdma_dir)/src/ch3/rdma_block.c \

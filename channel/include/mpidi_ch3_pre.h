@@ -68,10 +68,32 @@ typedef struct MPIDI_CH3I_VC {
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
 
-/* Per-request channel state (ch3_send.c): set when the request's iov first
- * meets the pipe, read when its queued rest goes on. */
+/* The channel's rendezvous on a node (src/ch3/rdma_rndv.c): CH3's RTS
+ * with the send buffer's address (the receiver copies from it), and the
+ * control packets that follow.  RDMA_WIRE_VERSION 6. */
+#define MPIDI_CH3_PKT_ENUM MPIDI_CH3_PKT_RDMA_RTS, MPIDI_CH3_PKT_RDMA_PUSH, \
+        MPIDI_CH3_PKT_RDMA_PUSHED, MPIDI_CH3_PKT_RDMA_DONE
+#define MPIDI_CH3_PKT_DEFS                                                     \
+    typedef struct MPIDI_CH3I_Pkt_rts {                                        \
+        MPIDI_CH3_Pkt_send_t rts;       /* CH3's RTS, type RDMA_RTS */         \
+        uint64_t addr, key;     /* the send buffer, as the sender exposed it */ \
+    } MPIDI_CH3I_Pkt_rts_t;                                                    \
+    typedef struct MPIDI_CH3I_Pkt_rctl {                                       \
+        MPIDI_CH3_Pkt_type_t type;      /* RDMA_PUSH, _PUSHED or _DONE */      \
+        MPI_Request sender_req_id, receiver_req_id;                            \
+        int status;             /* PUSHED, DONE: 0 ok, else refused */         \
+        uint64_t raddr, key, off, len;  /* PUSH: bytes [off, off+len) of the   \
+                                         * message to the receiver's raddr */  \
+    } MPIDI_CH3I_Pkt_rctl_t;
+#define MPIDI_CH3_PKT_DECL MPIDI_CH3I_Pkt_rts_t rdma_rts; MPIDI_CH3I_Pkt_rctl_t rdma_ctl;
+
+/* Per-request channel state.  ring (ch3_send.c): set when the request's
+ * iov first meets the pipe, read when its queued rest goes on.  rndv_*
+ * (rdma_rndv.c): a receive's rendezvous, set by its RTS. */
 typedef struct MPIDI_CH3I_Request {
     int ring;                   /* its data keeps to the ring: an accumulate */
+    int rndv;                   /* MPIDI_CH3I_RNDV_* (rdma_rndv.c) */
+    uint64_t rndv_addr, rndv_key;       /* RDMA_RTS: the sender's buffer */
 } MPIDI_CH3I_Request;
 
 #define MPIDI_CH3_REQUEST_DECL MPIDI_CH3I_Request ch;

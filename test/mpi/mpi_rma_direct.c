@@ -29,54 +29,17 @@
 #include "mpi_tap.h"
 
 enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
-static const char *pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
+static const char *const pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
     "rdma_rma_messages"
 };
 
-static MPI_T_pvar_session ses;
-static MPI_T_pvar_handle hnd[3];
 static int expect_direct = 1;
-
-static void pvars_open(void)
-{
-    int n, i, j, nl, dl, vb, cls, bind, ro, cont, at, count, found = 0, prov;
-    char name[64], desc[256];
-    MPI_Datatype dt;
-    MPI_T_enum et;
-
-    MPI_T_init_thread(MPI_THREAD_SINGLE, &prov);
-    MPI_T_pvar_get_num(&n);
-    MPI_T_pvar_session_create(&ses);
-    for (i = 0; i < n; i++) {
-        nl = sizeof(name);
-        dl = sizeof(desc);
-        if (MPI_T_pvar_get_info(i, name, &nl, &vb, &cls, &dt, &et, desc, &dl, &bind, &ro, &cont,
-                                &at) != MPI_SUCCESS)
-            continue;
-        for (j = 0; j < 3; j++)
-            if (strcmp(name, pvar_names[j]) == 0
-                && MPI_T_pvar_handle_alloc(ses, i, NULL, &hnd[j], &count) == MPI_SUCCESS)
-                found++;
-    }
-    if (found != 3) {
-        fprintf(stderr, "rank %d: %d of the 3 rdma_rma_* pvars found\n", rank, found);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-}
-
-static unsigned long long pvar(int j)
-{
-    unsigned long long v = 0;
-
-    MPI_T_pvar_read(ses, hnd[j], &v);
-    return v;
-}
 
 /* The three counters now ({puts, gets, messages}). */
 static void counts(unsigned long long *now)
 {
     for (int j = 0; j < 3; j++)
-        now[j] = pvar(j);
+        now[j] = tap_pvar(j);
 }
 
 /* Counted as it should: of the two operations of a kind, at least one
@@ -84,7 +47,7 @@ static void counts(unsigned long long *now)
  * is a message) if expect, else none. */
 static long direct_ok(const unsigned long long *before, int j, int expect)
 {
-    unsigned long long d = pvar(j) - before[j];
+    unsigned long long d = tap_pvar(j) - before[j];
 
     if (expect ? d >= 1 && d <= 2 : d == 0)
         return 0;
@@ -221,9 +184,9 @@ static long messages(void)
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < 32; i++)
         errs += mem[i] != 1.0 || mem[32 + i] != (i % 2 == 0 ? 1.0 : 0.0);
-    if (pvar(V_PUT) != before[V_PUT] || pvar(V_MSG) < before[V_MSG] + 2) {
+    if (tap_pvar(V_PUT) != before[V_PUT] || tap_pvar(V_MSG) < before[V_MSG] + 2) {
         fprintf(stderr, "rank %d: direct puts +%llu, messages +%llu (expected 0, 2)\n", rank,
-                pvar(V_PUT) - before[V_PUT], pvar(V_MSG) - before[V_MSG]);
+                tap_pvar(V_PUT) - before[V_PUT], tap_pvar(V_MSG) - before[V_MSG]);
         errs++;
     }
     (void) prev;
@@ -291,7 +254,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     expect_direct = argc > 1 ? atoi(argv[1]) : 1;
-    pvars_open();
+    tap_pvars_open(pvar_names, 3);
     for (int m = 0; m < 3; m++) {
         snprintf(what, sizeof(what), "MPI_Win_create, %s: puts and gets land, %s", mode[m],
                  expect_direct ? "counted as direct" : "none direct");
@@ -305,8 +268,7 @@ int main(int argc, char **argv)
            "to ranks of the node communicator only");
     if (rank == 0)
         printf("1..%d\n", ntests);
-    MPI_T_pvar_session_free(&ses);
-    MPI_T_finalize();
+    tap_pvars_close();
     MPI_Finalize();
     return failures != 0;
 }

@@ -1,12 +1,14 @@
 /*
  * mpi_tap.h: shared helpers of the MPI test programs (header-only): the
- * byte pattern and a collective TAP line per check, printed by rank 0.
+ * byte pattern, a collective TAP line per check printed by rank 0, and
+ * the channel's MPI_T pvars read by name.
  */
 #ifndef MPI_TAP_H_INCLUDED
 #define MPI_TAP_H_INCLUDED
 
 #include <mpi.h>
 #include <stdio.h>
+#include <string.h>
 
 static __attribute__ ((unused)) int rank, size, failures, ntests;
 
@@ -58,6 +60,52 @@ static __attribute__ ((unused)) void report(long errs, const char *what)
         fflush(stdout);
     }
     failures += total != 0;
+}
+
+/* The channel's pvars names[0..n-1] (n <= 8), opened in one MPI_T session;
+ * a missing one aborts the job. */
+static MPI_T_pvar_session tap_ses;
+static MPI_T_pvar_handle tap_hnd[8];
+
+static __attribute__ ((unused)) void tap_pvars_open(const char *const *names, int n)
+{
+    int num, i, j, nl, dl, vb, cls, bind, ro, cont, at, count, found = 0, prov;
+    char name[64], desc[256];
+    MPI_Datatype dt;
+    MPI_T_enum et;
+
+    MPI_T_init_thread(MPI_THREAD_SINGLE, &prov);
+    MPI_T_pvar_get_num(&num);
+    MPI_T_pvar_session_create(&tap_ses);
+    for (i = 0; i < num; i++) {
+        nl = sizeof(name);
+        dl = sizeof(desc);
+        if (MPI_T_pvar_get_info(i, name, &nl, &vb, &cls, &dt, &et, desc, &dl, &bind, &ro, &cont,
+                                &at) != MPI_SUCCESS)
+            continue;
+        for (j = 0; j < n; j++)
+            if (strcmp(name, names[j]) == 0
+                && MPI_T_pvar_handle_alloc(tap_ses, i, NULL, &tap_hnd[j], &count) == MPI_SUCCESS)
+                found++;
+    }
+    if (found != n) {
+        fprintf(stderr, "rank %d: %d of the %d pvars (%s, ...) found\n", rank, found, n, names[0]);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
+static __attribute__ ((unused)) unsigned long long tap_pvar(int j)
+{
+    unsigned long long v = 0;
+
+    MPI_T_pvar_read(tap_ses, tap_hnd[j], &v);
+    return v;
+}
+
+static __attribute__ ((unused)) void tap_pvars_close(void)
+{
+    MPI_T_pvar_session_free(&tap_ses);
+    MPI_T_finalize();
 }
 
 #endif /* MPI_TAP_H_INCLUDED */

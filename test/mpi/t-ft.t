@@ -9,7 +9,7 @@
 # fence with the dead rank fails (a passive-target epoch waits forever, in
 # CH3's RMA code, with ch3:nemesis too).
 . "$(dirname "$0")/../lib.sh"
-plan 11
+plan 14
 P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
 T=$P/../build/test/mpi
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
@@ -36,13 +36,15 @@ done
 EXPECT_TIMEOUT=60 expect_output 1 '^others: ok ' \
     "ranks 0 and 2 exchange 1 MiB, verified, while and after rank 1 dies; a receive from it fails" -- \
     "$P/bin/mpiexec" -disable-auto-cleanup -n 3 "$W/mpi_life" others exit
-# Requests waiting for the dead rank's answer: CH3's rendezvous (4 MiB), a
-# send for its CTS, a receive for the data after its CTS went out (posted
-# after its RTS arrived, or before); a synchronous send for its ack.
-for m in bigsend bigrecv bigpost ssend; do
-    EXPECT_TIMEOUT=60 expect_output 1 "^$m: MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
-        "$m: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
-        "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" $m exit
+# Requests waiting for the dead rank's answer: a rendezvous of 4 MiB, a
+# send for its CTS or DONE, a receive for the data after its CTS went out
+# or for PUSHED (posted after its RTS arrived, or before); a synchronous
+# send for its ack.  CH3's rendezvous (copy), then the channel's (zcopy).
+L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
+for m in copy:bigsend copy:bigrecv copy:bigpost copy:ssend zcopy:bigsend zcopy:bigrecv zcopy:bigpost; do
+    EXPECT_TIMEOUT=60 expect_output 1 "^${m#*:}: MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \
+        "${m#*:} (${m%:*}): waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
+        env $L=${m%:*} "$P/bin/mpiexec" -disable-auto-cleanup -n 2 "$W/mpi_life" ${m#*:} exit
 done
 # Active-target RMA: the fence that closes an epoch with a dead target.
 EXPECT_TIMEOUT=60 expect_output 1 "^rmafence: MPIX_ERR_PROC_FAILED after [0-4]\.[0-9] s" \

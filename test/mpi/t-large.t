@@ -5,7 +5,7 @@
 # which messages skip CH3's rendezvous (EAGER_MAX).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 31
+plan 35
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -98,7 +98,7 @@ expect_output 0 '^eager 1048577: waited, data ok$' \
     "1 MiB + 1 B, copy path, EAGER_MAX=1048576: CH3's rendezvous, data verified" -- \
     env $L=copy $E=1048576 "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 1048577 1
 expect_output 0 '^eager 262144: waited, data ok$' \
-    "256 KiB, zcopy, default: CH3's rendezvous, the pull lands in the posted buffer" -- \
+    "256 KiB, zcopy, default: the channel's rendezvous waits for the receive, copies into the posted buffer" -- \
     env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_eager" 262144 1
 expect_output 0 '^eager 4194304: early, data ok$' \
     "4 MiB, zcopy, EAGER_MAX=4194304: at once, pulled into CH3's buffer, data verified" -- \
@@ -122,20 +122,31 @@ expect_output 0 'rank 1: early messages: 208 buffers allocated, 48 reused, 192 g
 expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or zcopy' \
     "bad protocol name is rejected with the allowed values" -- \
     env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"
+# The channel's rendezvous (rdma_rndv.c): posted, unexpected, any-source,
+# derived types, many in flight, probes; the path checked by pvars
+expect_output 0 '^ok 6 ' "rendezvous on shm: 6 cases of 1 MiB, each on the path it should take (mpi_rndv)" -- \
+    env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv"
+expect_output 0 '^ok 6 ' "the same with 3 ranks (oversubscribed)" -- \
+    env $L=zcopy "$P/bin/mpiexec" -n 3 "$W/mpi_rndv"
+expect_output 0 '^ok 6 ' "CMA refused: the first message falls back to CH3's rendezvous, none after tries" -- \
+    env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/no_cma" "$W/mpi_rndv" 2
+expect_output 0 '^ok 6 ' "LARGE_PROTOCOL=copy: no message takes the rendezvous" -- \
+    env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv" 0
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(env $L=zcopy timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
 n=$(grep -c '^pvar rdma_' <<< "$out")
-[[ $n -eq 21 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
+[[ $n -eq 23 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_rma_direct_puts class counter readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_conns_live_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
     grep -q '^rank 0: rdma_rma_messages 0$' <<< "$out" && grep -q '^rank 0: rdma_conns_opened 0$' <<< "$out"
-ok $? "MPI_T lists the 21 rdma_* pvars ($n), read-only and continuous; no one-sided operation, no network connection here"
+ok $? "MPI_T lists the 23 rdma_* pvars ($n), read-only and continuous; no one-sided operation, no network connection here"
 grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
-    grep -q '^rank 1: rdma_zcopy_parts [1-9]' <<< "$out" && grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
+    grep -q '^rank 0: rdma_rndv_sends [1-9]' <<< "$out" && grep -q '^rank 1: rdma_rndv_fallbacks 0$' <<< "$out" &&
+    grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
     grep -q '^after finalize: rdma_ring_frames [1-9]' <<< "$out" &&
     grep -q '^rank 0: rdma_eager_zcopy_sends 0$' <<< "$out"
 r=$?
-ok $r "MPI_T reads: ring frames and writes, CMA zero-copy parts, nothing pinned and no eager send from user memory on shm, values after finalize"
+ok $r "MPI_T reads: ring frames and writes, 4 MiB messages by the channel's rendezvous, nothing pinned and no eager send from user memory on shm, values after finalize"
 [ $r -eq 0 ] || echo "$out" | diag
 # Growing rings on shm (RING_INIT_SIZE set): verified all-to-all windows,
 # then 4 MiB through the ring (16 KiB -> 512 KiB) and back after idling

@@ -88,7 +88,7 @@ int MPIDI_CH3_VC_Init(MPIDI_VC_t * vc)
     MPIDI_CH3I_link(vc)->xc.state = RDMA_CONN_IDLE;
     MPIDI_CH3I_link(vc)->xc.owner = vc;
     MPIDI_CH3I_link(vc)->fail_reads = vc->pg != NULL;      /* rdma_owner.c: and accepted VCs */
-    MPIDI_CH3I_Owed_init(vc, NULL);
+    MPIDI_CH3I_Rndv_init(vc, NULL);
   fn_exit:
     return mpi_errno;
   fn_fail:

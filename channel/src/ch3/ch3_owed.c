@@ -1,9 +1,10 @@
 /*
  * ch3_owed.c -- answers owed by a peer.  CH3 leaves some requests waiting
  * for the peer's answer, in no queue CH3 or the channel searches: a
- * rendezvous send for its CTS (rndvSend_fn), a rendezvous receive for its
- * data once its CTS is sent, a synchronous send for its acknowledgement
- * (ch3_send.c sees each CTS and synchronous send go out).  They are listed here, with a reference each, until the
+ * rendezvous send for its CTS or DONE (rdma_rndv.c), a rendezvous receive
+ * for its data once its CTS is sent or for PUSHED, a synchronous send for
+ * its acknowledgement (ch3_send.c sees each CTS and synchronous send go
+ * out).  They are listed here, with a reference each, until the
  * answer arrives, so that a failing VC completes them with its error.
  * The list is the global critical section's.
  */
@@ -29,7 +30,7 @@ static void owed_done(owed_t * o, int err)
 }
 
 /* Not on a VC that failed: the send of what asks for the answer fails. */
-static void owed_add(MPIDI_VC_t * vc, MPIR_Request * req)
+void MPIDI_CH3I_Owed_add(MPIDI_VC_t * vc, MPIR_Request * req)
 {
     owed_t *o = vc->ch.terminating == MPIDI_CH3I_TERM_FAILED ? NULL
         : MPL_malloc(sizeof(*o), MPL_MEM_OTHER);
@@ -43,7 +44,7 @@ static void owed_add(MPIDI_VC_t * vc, MPIR_Request * req)
 }
 
 /* The packet req (handle) waited for arrived. */
-static void owed_paid(MPI_Request handle)
+void MPIDI_CH3I_Owed_paid(MPI_Request handle)
 {
     owed_t *o, *t;
 
@@ -55,10 +56,10 @@ static void owed_paid(MPI_Request handle)
     }
 }
 
-static int owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
-                          MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
-                          MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm * comm,
-                          int context_offset)
+int MPIDI_CH3I_Owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
+                              MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
+                              MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm * comm,
+                              int context_offset)
 {
     MPIDI_VC_t *vc;
     int mpi_errno = MPIDI_CH3_RndvSend(sreq_p, buf, count, datatype, dt_contig, data_sz,
@@ -66,7 +67,7 @@ static int owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint coun
 
     MPIDI_Comm_get_vc(comm, rank, &vc);
     if (mpi_errno == MPI_SUCCESS && *sreq_p && !MPIR_Request_is_complete(*sreq_p))
-        owed_add(vc, *sreq_p);
+        MPIDI_CH3I_Owed_add(vc, *sreq_p);
     return mpi_errno;
 }
 
@@ -79,27 +80,27 @@ void MPIDI_CH3I_Owed_pkt(MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt)
     else
         MPIR_Request_get_ptr(pkt->eager_sync_send.sender_req_id, req);
     if (req)
-        owed_add(vc, req);
+        MPIDI_CH3I_Owed_add(vc, req);
 }
 
 static int owed_cts(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                     MPIR_Request ** rreqp)
 {
-    owed_paid(pkt->rndv_clr_to_send.sender_req_id);
+    MPIDI_CH3I_Owed_paid(pkt->rndv_clr_to_send.sender_req_id);
     return MPIDI_CH3_PktHandler_RndvClrToSend(vc, pkt, data, buflen, rreqp);
 }
 
 static int owed_data(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                      MPIR_Request ** rreqp)
 {
-    owed_paid(pkt->rndv_send.receiver_req_id);
+    MPIDI_CH3I_Owed_paid(pkt->rndv_send.receiver_req_id);
     return MPIDI_CH3_PktHandler_RndvSend(vc, pkt, data, buflen, rreqp);
 }
 
 static int owed_ack(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                     MPIR_Request ** rreqp)
 {
-    owed_paid(pkt->eager_sync_ack.sender_req_id);
+    MPIDI_CH3I_Owed_paid(pkt->eager_sync_ack.sender_req_id);
     return MPIDI_CH3_PktHandler_EagerSyncAck(vc, pkt, data, buflen, rreqp);
 }
 
@@ -115,14 +116,10 @@ void MPIDI_CH3I_Owed_end(MPIDI_VC_t * vc, int err)
     }
 }
 
-/* Route vc's rendezvous, and the packets that pay them, through the list. */
-void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
+/* Route the packets that pay CH3's rendezvous through the list. */
+void MPIDI_CH3I_Owed_init(MPIDI_CH3_PktHandler_Fcn ** pkt)
 {
-    if (vc)
-        vc->rndvSend_fn = owed_rndv_send;
-    else {
-        pkt[MPIDI_CH3_PKT_RNDV_CLR_TO_SEND] = owed_cts;
-        pkt[MPIDI_CH3_PKT_RNDV_SEND] = owed_data;
-        pkt[MPIDI_CH3_PKT_EAGER_SYNC_ACK] = owed_ack;
-    }
+    pkt[MPIDI_CH3_PKT_RNDV_CLR_TO_SEND] = owed_cts;
+    pkt[MPIDI_CH3_PKT_RNDV_SEND] = owed_data;
+    pkt[MPIDI_CH3_PKT_EAGER_SYNC_ACK] = owed_ack;
 }

@@ -20,17 +20,18 @@
 
 volatile unsigned int MPIDI_CH3I_progress_completion_count = 0;
 
-static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_CH3 + 1];
+static MPIDI_CH3_PktHandler_Fcn *pktArray[MPIDI_CH3_PKT_END_ALL];
 
 static int recv_close(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                       MPIR_Request ** rreqp);
 
 int MPIDI_CH3I_Progress_init(void)
 {
-    int mpi_errno = MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_CH3 + 1);
+    int mpi_errno = MPIDI_CH3_PktHandler_Init(pktArray, MPIDI_CH3_PKT_END_ALL);
 
     pktArray[MPIDI_CH3_PKT_CLOSE] = recv_close;
-    MPIDI_CH3I_Owed_init(NULL, pktArray);
+    MPIDI_CH3I_Owed_init(pktArray);
+    MPIDI_CH3I_Rndv_init(NULL, pktArray);
     MPIDI_CH3I_Fault_init();
     return mpi_errno;
 }
@@ -47,7 +48,7 @@ static inline int recv_header(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data
 {
     int mpi_errno = MPI_SUCCESS;
 
-    MPIR_ERR_CHKANDJUMP2(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_CH3, mpi_errno,
+    MPIR_ERR_CHKANDJUMP2(pkt->type < 0 || pkt->type >= MPIDI_CH3_PKT_END_ALL, mpi_errno,
                          MPI_ERR_INTERN, "**ch3|rdma|badpkt", "**ch3|rdma|badpkt %d %d",
                          (int) pkt->type, vc->pg_rank);
     *rreq = NULL;

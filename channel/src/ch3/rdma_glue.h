@@ -181,9 +181,20 @@ void MPIDI_CH3I_Fault_init(void);
 int MPIDI_CH3I_Fault_notice(void) __attribute__ ((cold));
 int MPIDI_CH3I_VC_fail(MPIDI_VC_t * vc, const char *why) __attribute__ ((cold));
 int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc) __attribute__ ((cold));
-void MPIDI_CH3I_Owed_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt);
+void MPIDI_CH3I_Owed_init(MPIDI_CH3_PktHandler_Fcn ** pkt);
 void MPIDI_CH3I_Owed_end(MPIDI_VC_t * vc, int err);
 void MPIDI_CH3I_Owed_pkt(MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt) __attribute__ ((cold));
+void MPIDI_CH3I_Owed_add(MPIDI_VC_t * vc, MPIR_Request * req);
+void MPIDI_CH3I_Owed_paid(MPI_Request handle);
+/* CH3's rendezvous send (MPIDI_CH3_RndvSend), its request owed. */
+int MPIDI_CH3I_Owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
+                              MPI_Datatype datatype, int dt_contig, intptr_t data_sz,
+                              MPI_Aint dt_true_lb, int rank, int tag, MPIR_Comm * comm,
+                              int context_offset);
+
+/* The rendezvous of large messages (rdma_rndv.c): vc's rndvSend_fn and
+ * rndvRecv_fn (vc), or the packet handlers (vc NULL). */
+void MPIDI_CH3I_Rndv_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt);
 extern MPL_atomic_int_t MPIDI_CH3I_usr1_count;
 extern int MPIDI_CH3I_usr1_seen;
 

@@ -53,6 +53,12 @@ static const rdma_pvar_t rdma_pvars[] = {
     RDMA_PVAR("rdma_rma_messages", rma_messages, COUNTER,
               "One-sided operations to other nodes or to user-memory windows sent as CH3 "
               "messages (accumulates, derived datatypes, lock requests, no direct path)"),
+    RDMA_PVAR("rdma_rndv_sends", rndv_sends, COUNTER,
+              "Large messages to ranks on this node sent by the channel's rendezvous (one "
+              "round trip: the receiver copies from the send buffer)"),
+    RDMA_PVAR("rdma_rndv_fallbacks", rndv_fallbacks, COUNTER,
+              "Large messages that arrived by the channel's rendezvous but took CH3's (a "
+              "non-contiguous or short receive buffer, or a copy not permitted)"),
     RDMA_PVAR("rdma_conns_opened", conns_opened, COUNTER,
               "Connections over the network to ranks of the job made ready (again after an "
               "eviction)"),

@@ -337,6 +337,8 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
     c->rma_puts = ch->rma_count[0];
     c->rma_gets = ch->rma_count[1];
     c->rma_messages = ch->rma_count[2];
+    c->rndv_sends = ch->rndv_count[0];
+    c->rndv_fallbacks = ch->rndv_count[1];
     for (k = 0; k < RDMA_XP_N; k++)
         if (ch->xp[k].xp && ch->xp[k].ops->counters)
             ch->xp[k].ops->counters(ch->xp[k].xp, &c->xp);
@@ -724,13 +726,27 @@ void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_c
     memset(h, 0, sizeof(*h));
 }
 
+/* The transport (RDMA_XP_*) that serves l. */
+static int rdma_chan_xp_of(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    return l->xc.ops == ch->xp[RDMA_XP_VERBS].ops ? RDMA_XP_VERBS : RDMA_XP_SHM;
+}
+
+static rdma_status_t rdma_chan_xfer(rdma_link_t * l, int get, void *local, size_t len,
+                                    uint64_t raddr, uint64_t key, void *cookie, int *done)
+{
+    const rdma_xport_rma_ops_t *r = l->xc.ops->rma;
+
+    return get ? r->get(l->xc.priv, local, len, raddr, key, cookie, done)
+        : r->put(l->xc.priv, local, len, raddr, key, cookie, done);
+}
+
 rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
                             uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
                             int *done)
 {
     const rdma_xport_rma_ops_t *r = l->xc.ops ? l->xc.ops->rma : NULL;
-    int k = l->xc.ops == ch->xp[RDMA_XP_VERBS].ops ? RDMA_XP_VERBS : RDMA_XP_SHM;
-
+    int k = rdma_chan_xp_of(ch, l);
     rdma_status_t st;
 
     *done = 0;
@@ -745,9 +761,34 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
      * at every size. */
     if (!rdma_chan_over_wire(l) && len < ch->cfg.rma_cma_min)
         return RDMA_ERR_REFUSED;
-    st = get ? r->get(l->xc.priv, local, len, raddr, peer->key[k], cookie, done)
-        : r->put(l->xc.priv, local, len, raddr, peer->key[k], cookie, done);
+    st = rdma_chan_xfer(l, get, local, len, raddr, peer->key[k], cookie, done);
     if (st == RDMA_OK)
         ch->rma_count[get ? 1 : 0]++;
     return st;
+}
+
+/* --- the rendezvous of large messages (rdma_rndv.c) -------------------- */
+
+int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len)
+{
+    return l->xc.state == RDMA_CONN_READY && !rdma_chan_over_wire(l) && l->xc.ops->rma
+        && l->zc.ops && l->zc.cfg.mode != ZC_MODE_COPY && !l->zc.refused && !l->zc.backoff
+        && len >= l->zc.cfg.threshold;
+}
+
+rdma_status_t rdma_chan_rndv_expose(rdma_chan_t * ch, rdma_link_t * l, const void *addr,
+                                    size_t len, uint64_t * key)
+{
+    void *handle;
+
+    return l->xc.ops->rma->expose(ch->xp[rdma_chan_xp_of(ch, l)].xp, (void *) addr, len, key,
+                                  &handle);
+}
+
+rdma_status_t rdma_chan_rndv_copy(rdma_link_t * l, int get, void *local, size_t len,
+                                  uint64_t raddr, uint64_t key)
+{
+    int done;
+
+    return rdma_chan_xfer(l, get, local, len, raddr, key, NULL, &done);
 }

@@ -86,6 +86,8 @@ typedef struct rdma_chan_counters {
                                  * the peer's ring (verbs), now */
     uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
     uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
+    uint64_t rndv_sends;        /* large messages sent by the channel's rendezvous */
+    uint64_t rndv_fallbacks;    /* ... received through CH3's rendezvous instead */
     uint64_t conns_opened;      /* connections over the wire made READY */
     uint64_t conns_evicted;     /* ... closed for the cap (MAX_CONNS), either side */
     uint64_t conns_live;        /* ... READY now */
@@ -140,6 +142,9 @@ struct rdma_chan {
     /* one-sided operations (owner only): started by rdma_chan_rma (puts,
      * gets), and those its owner sent as messages (rdma_chan_rma_message) */
     uint64_t rma_count[3];
+    /* large messages (owner only): sent by the channel's rendezvous, and
+     * of those received, taken through CH3's instead (rdma_rndv.c) */
+    uint64_t rndv_count[2];
     /* Connections over the wire to the job's peers (rdma_chan_evict.c;
      * owner only): live[nlive] holds the READY and CLOSING ones while
      * cfg.max_conns caps them, else only the closing ones; nclosing of
@@ -419,6 +424,29 @@ void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_c
 rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
                             uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
                             int *done);
+
+/* The rendezvous of large messages on a node (src/ch3/rdma_rndv.c): the
+ * sender exposes its buffer in the RTS, the receiver copies from it.
+ * rndv_ok: may a message of len bytes to l's peer go this way?  On a
+ * node, where l's large parts go zero-copy (zc.h: not the copy path, not
+ * refused, not backing off) and from its threshold; over the wire not
+ * yet (an RDMA read needs the buffer registered, and released at the
+ * end).  rndv_expose: make [addr, addr+len) readable and writable by l's
+ * peer, *key for it (shared memory: nothing to release).  rndv_copy: move len bytes between local and the
+ * peer's raddr (get: from it), synchronously (shared memory's CMA);
+ * RDMA_ERR_REFUSED: not permitted, nothing moved. */
+int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len);
+rdma_status_t rdma_chan_rndv_expose(rdma_chan_t * ch, rdma_link_t * l, const void *addr,
+                                    size_t len, uint64_t * key);
+rdma_status_t rdma_chan_rndv_copy(rdma_link_t * l, int get, void *local, size_t len,
+                                  uint64_t raddr, uint64_t key);
+
+/* Count a large message sent by the channel's rendezvous (fallback 0),
+ * or one that arrived so but went through CH3's (1). */
+static inline void rdma_chan_rndv_count(rdma_chan_t * ch, int fallback)
+{
+    ch->rndv_count[fallback]++;
+}
 
 /* The owner sent a one-sided operation as a message (counted). */
 static inline void rdma_chan_rma_message(rdma_chan_t * ch)

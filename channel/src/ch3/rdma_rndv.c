@@ -1,0 +1,310 @@
+/*
+ * rdma_rndv.c -- one rendezvous per large message on a node.
+ *
+ * Above its eager limit CH3 sends RTS, waits for CTS, then sends the data,
+ * whose large entry took the channel's own rendezvous (zcopy/zc.h: REQ,
+ * copy, FIN): three control hops before the copy starts.  Here the RTS
+ * carries the send buffer's address, and the receiver copies from it as
+ * soon as the receive is matched (at the RTS, or later in MPID_Recv through
+ * vc->rndvRecv_fn), as ch3:nemesis' LMT does:
+ *
+ *   sender                               receiver
+ *   RDMA_RTS {CH3's RTS, addr, key}  ->  matched; split: RDMA_PUSH {off,
+ *                                        len, raddr}, then copies [0, off)
+ *                                        from addr; RDMA_DONE
+ *   PUSH: writes [off, off+len) to   <-
+ *   raddr; RDMA_PUSHED               ->  PUSHED: the receive completes
+ *   DONE: the send completes             (no split: once it has copied)
+ *
+ * The split copy is zc.h's (both cores copy a part, from CMA_SPLIT bytes):
+ * the receiver asks, the sender writes its part.  Each direction is one
+ * ordered stream, so the sender has written its part (PUSH came first)
+ * when it reads DONE, and only then may the user reuse the buffer.
+ *
+ * Fallbacks, all through CH3's own rendezvous, whose requests are set up
+ * the same way: a sender whose link does not qualify (rdma_chan_rndv_ok)
+ * or whose buffer is not contiguous sends CH3's RTS; a receive buffer that
+ * is not contiguous or is shorter than the message answers CH3's CTS
+ * (truncation is CH3's to report); a copy the kernel refuses (EPERM) at
+ * either end ends in CH3's data: the receiver answers DONE {refused}, or
+ * the sender's PUSHED {refused} turns its DONE into a CTS.  A receive
+ * waiting for CH3's data (REFUSED) ignores PUSHED; that data overwrites
+ * whatever was copied.  CH3's data, from zc's threshold, takes zc's
+ * zero-copy path, whose refusal marks the link (zc.refused): no later
+ * message to that peer tries this rendezvous.
+ *
+ * Failure: a send waits for DONE and a receive for PUSHED (or CH3's data)
+ * in the owed list (ch3_owed.c), so a peer that dies completes them with
+ * its error.  All of it runs under the global critical section.
+ */
+#include "rdma_glue.h"
+
+/* A receive's rendezvous (req->ch.rndv); a send's: OK, or REFUSED once
+ * its part of a split copy could not be written. */
+enum {
+    RNDV_CH3 = 0,               /* CH3's RTS: CTS and data (ch3u_rndv.c) */
+    RNDV_RTS,                   /* RDMA_RTS, not yet matched */
+    RNDV_PUSH,                  /* copied its part, waits for PUSHED */
+    RNDV_REFUSED                /* waits for CH3's data (owed) */
+};
+#define RNDV_OK RNDV_CH3
+
+static int rndv_ctl(MPIDI_VC_t * vc, int type, MPI_Request sreq_id, MPI_Request rreq_id,
+                    int status, uint64_t raddr, uint64_t key, uint64_t off, uint64_t len)
+{
+    MPIDI_CH3_Pkt_t upkt;
+    MPIDI_CH3I_Pkt_rctl_t *p = &upkt.rdma_ctl;
+    MPIR_Request *req = NULL;
+    int mpi_errno;
+
+    MPIDI_Pkt_init(p, type);
+    p->sender_req_id = sreq_id;
+    p->receiver_req_id = rreq_id;
+    p->status = status;
+    p->raddr = raddr;
+    p->key = key;
+    p->off = off;
+    p->len = len;
+    mpi_errno = MPIDI_CH3_iStartMsg(vc, p, sizeof(*p), &req);
+    if (req)
+        MPIR_Request_free(req);
+    return mpi_errno;
+}
+
+/* vc->rndvSend_fn: RDMA_RTS where the link qualifies, else CH3's RTS. */
+static int rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
+                     MPI_Datatype datatype, int dt_contig, intptr_t data_sz, MPI_Aint dt_true_lb,
+                     int rank, int tag, MPIR_Comm * comm, int context_offset)
+{
+    MPIDI_VC_t *vc;
+    MPIDI_CH3_Pkt_t upkt;
+    MPIDI_CH3I_Pkt_rts_t *p = &upkt.rdma_rts;
+    MPIR_Request *sreq = *sreq_p, *rts_req = NULL;
+    const void *addr = MPIR_get_contig_ptr(buf, dt_true_lb);
+    int mpi_errno;
+
+    MPIDI_Comm_get_vc_set_active(comm, rank, &vc);
+    if (!dt_contig || !rdma_chan_rndv_ok(MPIDI_CH3I_link(vc), (size_t) data_sz)
+        || rdma_chan_rndv_expose(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), addr, (size_t) data_sz,
+                                 &p->key) != RDMA_OK)
+        return MPIDI_CH3I_Owed_rndv_send(sreq_p, buf, count, datatype, dt_contig, data_sz,
+                                         dt_true_lb, rank, tag, comm, context_offset);
+    sreq->dev.OnDataAvail = 0;
+    sreq->dev.partner_request = NULL;
+    sreq->ch.rndv = RNDV_OK;
+    MPIDI_Pkt_init(&p->rts, MPIDI_CH3_PKT_RDMA_RTS);
+    p->rts.match.parts.rank = comm->rank;
+    p->rts.match.parts.tag = tag;
+    p->rts.match.parts.context_id = comm->context_id + context_offset;
+    p->rts.sender_req_id = sreq->handle;
+    p->rts.data_sz = data_sz;
+    p->addr = (uintptr_t) addr;
+    mpi_errno = MPIDI_CH3_iStartMsg(vc, p, sizeof(*p), &rts_req);
+    if (mpi_errno == MPI_SUCCESS && rts_req) {
+        mpi_errno = rts_req->status.MPI_ERROR;
+        MPIR_Request_free(rts_req);
+    }
+    if (mpi_errno != MPI_SUCCESS) {
+        MPIR_Request_free(sreq);
+        *sreq_p = NULL;
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**ch3|rtspkt");
+    }
+    rdma_chan_rndv_count(&MPIDI_CH3I_chan, 0);
+    MPIDI_CH3I_Owed_add(vc, sreq);
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* A matched RDMA_RTS goes through CH3's rendezvous after all (CTS). */
+static int rndv_recv_ch3(MPIDI_VC_t * vc, MPIR_Request * rreq)
+{
+    rreq->ch.rndv = RNDV_CH3;
+    rdma_chan_rndv_count(&MPIDI_CH3I_chan, 1);
+    return MPIDI_CH3_RecvRndv(vc, rreq);
+}
+
+/* A copy failed: refused (st RDMA_ERR_REFUSED), rreq waits for CH3's
+ * data; else the connection broke (vc fails, and with it rreq: owed). */
+static int rndv_recv_refused(MPIDI_VC_t * vc, MPIR_Request * rreq, rdma_status_t st)
+{
+    if (st != RDMA_ERR_REFUSED)
+        return MPIDI_CH3I_RDMA_errno(vc, st);
+    if (rreq->ch.rndv != RNDV_REFUSED)
+        rdma_chan_rndv_count(&MPIDI_CH3I_chan, 1);
+    rreq->ch.rndv = RNDV_REFUSED;
+    return MPI_SUCCESS;
+}
+
+/* vc->rndvRecv_fn: rreq, a rendezvous receive, was matched. */
+static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
+{
+    rdma_link_t *l = MPIDI_CH3I_link(vc);
+    size_t len = (size_t) rreq->dev.recv_data_sz, off = len;
+    intptr_t user_sz;
+    int contig, mpi_errno = MPI_SUCCESS;
+    MPIR_Datatype *dtp;
+    MPI_Aint lb;
+    uint64_t key = 0;
+    char *dst;
+    rdma_status_t st;
+
+    if (rreq->ch.rndv != RNDV_RTS)
+        return MPIDI_CH3_RecvRndv(vc, rreq);
+    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, contig, user_sz, dtp, lb);
+    if (!contig || (size_t) user_sz < len || l->xc.state != RDMA_CONN_READY)
+        return rndv_recv_ch3(vc, rreq);
+    dst = MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
+    if (l->zc.cfg.split_min && len >= l->zc.cfg.split_min
+        && rdma_chan_rndv_expose(&MPIDI_CH3I_chan, l, dst, len, &key) == RDMA_OK)
+        off = (len / 2) & ~(size_t) 63;
+    MPIDI_CH3I_Owed_add(vc, rreq);
+    rreq->ch.rndv = off < len ? RNDV_PUSH : RNDV_OK;
+    if (off < len) {
+        mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_PUSH, rreq->dev.sender_req_id, rreq->handle,
+                             0, (uintptr_t) dst + off, key, off, len - off);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    st = rdma_chan_rndv_copy(l, 1, dst, off, rreq->ch.rndv_addr, rreq->ch.rndv_key);
+    if (st != RDMA_OK) {
+        mpi_errno = rndv_recv_refused(vc, rreq, st);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_DONE, rreq->dev.sender_req_id, rreq->handle,
+                         st != RDMA_OK, 0, 0, 0, 0);
+    MPIR_ERR_CHECK(mpi_errno);
+    if (rreq->ch.rndv == RNDV_OK) {
+        MPIDI_CH3I_Owed_paid(rreq->handle);
+        mpi_errno = MPID_Request_complete(rreq);
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* CH3's RTS and RDMA_RTS: CH3's handler (MPIDI_CH3_PktHandler_RndvReqToSend),
+ * which knows one receive function only, plus where the sender's buffer is. */
+static int rndv_rts(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                    MPIR_Request ** rreqp)
+{
+    MPIDI_CH3_Pkt_send_t *rts = &pkt->rndv_req_to_send;
+    MPIR_Request *rreq;
+    int found, mpi_errno = MPI_SUCCESS;
+
+    (void) data;
+    *buflen = 0;
+    *rreqp = NULL;
+    MPID_THREAD_CS_ENTER(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    rreq = MPIDI_CH3U_Recvq_FDP_or_AEU(&rts->match, &found);
+    if (rreq && (found || MPIR_cc_get(rreq->cc) != 0)) {        /* 0: a revoked comm's */
+        rreq->status.MPI_SOURCE = rts->match.parts.rank;
+        rreq->status.MPI_TAG = rts->match.parts.tag;
+        MPIR_STATUS_SET_COUNT(rreq->status, rts->data_sz);
+        rreq->dev.sender_req_id = rts->sender_req_id;
+        rreq->dev.recv_data_sz = rts->data_sz;
+        MPIDI_Request_set_msg_type(rreq, MPIDI_REQUEST_RNDV_MSG);
+        rreq->ch.rndv = RNDV_CH3;
+        if (pkt->type == MPIDI_CH3_PKT_RDMA_RTS) {
+            rreq->ch.rndv = RNDV_RTS;
+            rreq->ch.rndv_addr = pkt->rdma_rts.addr;
+            rreq->ch.rndv_key = pkt->rdma_rts.key;
+        }
+    }
+    MPID_THREAD_CS_EXIT(POBJ, MPIR_THREAD_POBJ_MSGQ_MUTEX);
+    MPIR_ERR_CHKANDJUMP1(!rreq, mpi_errno, MPI_ERR_OTHER, "**nomemreq", "**nomemuereq %d",
+                         MPIDI_CH3U_Recvq_count_unexp());
+    if (found)
+        mpi_errno = rndv_recv(vc, rreq);
+    else if (MPIR_cc_get(rreq->cc) != 0)
+        MPIDI_CH3_Progress_signal_completion();
+  fn_fail:
+    return mpi_errno;
+}
+
+/* A control packet carries no data: none taken, no request to go on;
+ * its request, the sender's (sender 1) or the receiver's. */
+static MPIR_Request *rndv_ctl_req(const MPIDI_CH3I_Pkt_rctl_t * p, int sender, intptr_t * buflen,
+                                  MPIR_Request ** rreqp)
+{
+    MPIR_Request *req;
+
+    *buflen = 0;
+    *rreqp = NULL;
+    MPIR_Request_get_ptr(sender ? p->sender_req_id : p->receiver_req_id, req);
+    return req;
+}
+
+/* Sender: write the receiver's part of a split copy from sreq's buffer. */
+static int rndv_push(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                     MPIR_Request ** rreqp)
+{
+    MPIDI_CH3I_Pkt_rctl_t *p = &pkt->rdma_ctl;
+    MPIR_Request *sreq = rndv_ctl_req(p, 1, buflen, rreqp);
+    MPIR_Datatype *dtp;
+    MPI_Aint lb;
+    intptr_t sz;
+    int contig;
+    rdma_status_t st;
+
+    (void) data;
+    MPIDI_Datatype_get_info(sreq->dev.user_count, sreq->dev.datatype, contig, sz, dtp, lb);
+    st = rdma_chan_rndv_copy(MPIDI_CH3I_link(vc), 0,
+                             (char *) MPIR_get_contig_ptr(sreq->dev.user_buf, lb) + p->off,
+                             p->len, p->raddr, p->key);
+    if (st != RDMA_OK && st != RDMA_ERR_REFUSED)
+        return MPIDI_CH3I_RDMA_errno(vc, st);
+    if (st != RDMA_OK)
+        sreq->ch.rndv = RNDV_REFUSED;
+    return rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_PUSHED, p->sender_req_id, p->receiver_req_id,
+                    st != RDMA_OK, 0, 0, 0, 0);
+}
+
+/* Receiver: the sender wrote its part (or could not). */
+static int rndv_pushed(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                       MPIR_Request ** rreqp)
+{
+    MPIDI_CH3I_Pkt_rctl_t *p = &pkt->rdma_ctl;
+    MPIR_Request *rreq = rndv_ctl_req(p, 0, buflen, rreqp);
+
+    (void) data;
+    if (rreq->ch.rndv == RNDV_REFUSED)
+        return MPI_SUCCESS;
+    if (p->status)
+        return rndv_recv_refused(vc, rreq, RDMA_ERR_REFUSED);
+    MPIDI_CH3I_Owed_paid(rreq->handle);
+    return MPID_Request_complete(rreq);
+}
+
+/* Sender: the receiver has read the buffer; or either end could not copy
+ * (a CTS, then: CH3 sends the data). */
+static int rndv_done(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
+                     MPIR_Request ** rreqp)
+{
+    MPIDI_CH3I_Pkt_rctl_t *p = &pkt->rdma_ctl;
+    MPIR_Request *sreq = rndv_ctl_req(p, 1, buflen, rreqp);
+    MPIDI_CH3_Pkt_t cts;
+
+    MPIDI_CH3I_Owed_paid(p->sender_req_id);
+    if (!p->status && sreq->ch.rndv == RNDV_OK)
+        return MPID_Request_complete(sreq);
+    MPIDI_Pkt_init(&cts.rndv_clr_to_send, MPIDI_CH3_PKT_RNDV_CLR_TO_SEND);
+    cts.rndv_clr_to_send.sender_req_id = p->sender_req_id;
+    cts.rndv_clr_to_send.receiver_req_id = p->receiver_req_id;
+    return MPIDI_CH3_PktHandler_RndvClrToSend(vc, &cts, data, buflen, rreqp);
+}
+
+void MPIDI_CH3I_Rndv_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
+{
+    if (vc) {
+        vc->rndvSend_fn = rndv_send;
+        vc->rndvRecv_fn = rndv_recv;
+        return;
+    }
+    pkt[MPIDI_CH3_PKT_RNDV_REQ_TO_SEND] = rndv_rts;
+    pkt[MPIDI_CH3_PKT_RDMA_RTS] = rndv_rts;
+    pkt[MPIDI_CH3_PKT_RDMA_PUSH] = rndv_push;
+    pkt[MPIDI_CH3_PKT_RDMA_PUSHED] = rndv_pushed;
+    pkt[MPIDI_CH3_PKT_RDMA_DONE] = rndv_done;
+}
