@@ -61,6 +61,9 @@ int main(int argc, char **argv)
     else if (rank == 1)
         MPI_Recv(info, 2, MPI_LONG, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     p1 = rank == 1 ? probe((pid_t) info[0], (void *) info[1]) : "";
+    /* rank 0's large send exposes its memory at the RTS (rdma_rndv.c): not
+     * before rank 1's first probe */
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         MPI_Send(b, (int) len, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
     else if (rank == 1)
