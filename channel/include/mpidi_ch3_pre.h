@@ -92,7 +92,7 @@ typedef struct MPIDI_CH3I_VC {
  * (rdma_rndv.c): a receive's rendezvous, set by its RTS. */
 typedef struct MPIDI_CH3I_Request {
     int ring;                   /* its data keeps to the ring: an accumulate */
-    int rndv;                   /* MPIDI_CH3I_RNDV_* (rdma_rndv.c) */
+    int rndv;                   /* RNDV_* (rdma_rndv.c) */
     uint64_t rndv_addr, rndv_key;       /* RDMA_RTS: the sender's buffer */
 } MPIDI_CH3I_Request;
 

@@ -64,8 +64,8 @@ static __attribute__ ((unused)) void report(long errs, const char *what)
 
 /* The channel's pvars names[0..n-1] (n <= 8), opened in one MPI_T session;
  * a missing one aborts the job. */
-static MPI_T_pvar_session tap_ses;
-static MPI_T_pvar_handle tap_hnd[8];
+static __attribute__ ((unused)) MPI_T_pvar_session tap_ses;
+static __attribute__ ((unused)) MPI_T_pvar_handle tap_hnd[8];
 
 static __attribute__ ((unused)) void tap_pvars_open(const char *const *names, int n)
 {

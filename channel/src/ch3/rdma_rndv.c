@@ -126,9 +126,12 @@ static int rndv_recv_ch3(MPIDI_VC_t * vc, MPIR_Request * rreq)
 }
 
 /* A copy failed: refused (st RDMA_ERR_REFUSED), rreq waits for CH3's
- * data; else the connection broke (vc fails, and with it rreq: owed). */
+ * data; else the connection broke (vc fails, and with it rreq: owed).
+ * A receive that copied alone (OK) was not owed until now. */
 static int rndv_recv_refused(MPIDI_VC_t * vc, MPIR_Request * rreq, rdma_status_t st)
 {
+    if (rreq->ch.rndv == RNDV_OK)
+        MPIDI_CH3I_Owed_add(vc, rreq);
     if (st != RDMA_ERR_REFUSED)
         return MPIDI_CH3I_RDMA_errno(vc, st);
     if (rreq->ch.rndv != RNDV_REFUSED)
@@ -159,9 +162,9 @@ static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
     if (l->zc.cfg.split_min && len >= l->zc.cfg.split_min
         && rdma_chan_rndv_expose(&MPIDI_CH3I_chan, l, dst, len, &key) == RDMA_OK)
         off = (len / 2) & ~(size_t) 63;
-    MPIDI_CH3I_Owed_add(vc, rreq);
     rreq->ch.rndv = off < len ? RNDV_PUSH : RNDV_OK;
-    if (off < len) {
+    if (off < len) {            /* owed until PUSHED */
+        MPIDI_CH3I_Owed_add(vc, rreq);
         mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_PUSH, rreq->dev.sender_req_id, rreq->handle,
                              0, (uintptr_t) dst + off, key, off, len - off);
         MPIR_ERR_CHECK(mpi_errno);
@@ -173,10 +176,10 @@ static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
     }
     mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_DONE, rreq->dev.sender_req_id, rreq->handle,
                          st != RDMA_OK, 0, 0, 0, 0);
-    MPIR_ERR_CHECK(mpi_errno);
-    if (rreq->ch.rndv == RNDV_OK) {
-        MPIDI_CH3I_Owed_paid(rreq->handle);
-        mpi_errno = MPID_Request_complete(rreq);
+    if (rreq->ch.rndv == RNDV_OK) {     /* not owed: its data is in, DONE sent or not */
+        int err = MPID_Request_complete(rreq);
+
+        mpi_errno = mpi_errno ? mpi_errno : err;
     }
   fn_exit:
     return mpi_errno;

@@ -432,9 +432,10 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
  * refused, not backing off) and from its threshold; over the wire not
  * yet (an RDMA read needs the buffer registered, and released at the
  * end).  rndv_expose: make [addr, addr+len) readable and writable by l's
- * peer, *key for it (shared memory: nothing to release).  rndv_copy: move len bytes between local and the
- * peer's raddr (get: from it), synchronously (shared memory's CMA);
- * RDMA_ERR_REFUSED: not permitted, nothing moved. */
+ * peer, *key for it (shared memory: nothing to release).  rndv_copy:
+ * move len bytes between local and the peer's raddr (get: from it),
+ * synchronously (shared memory's CMA); RDMA_ERR_REFUSED: not permitted,
+ * nothing moved. */
 int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len);
 rdma_status_t rdma_chan_rndv_expose(rdma_chan_t * ch, rdma_link_t * l, const void *addr,
                                     size_t len, uint64_t * key);
