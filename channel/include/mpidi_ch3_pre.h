@@ -29,7 +29,7 @@ void MPIDI_CH3I_early_buf_free(void *p, size_t len);
  * its size only, the channel reaches it through MPIDI_CH3I_link(vc)
  * (src/ch3/rdma_glue.h, which checks size and alignment).  In place, not
  * behind a pointer: the pipe's hot fields keep their cache lines in the VC. */
-#define MPIDI_CH3I_LINK_BYTES 6432
+#define MPIDI_CH3I_LINK_BYTES 6440
 typedef union MPIDI_CH3I_link_space {
     unsigned char bytes[MPIDI_CH3I_LINK_BYTES];
     uint64_t align;
@@ -68,7 +68,7 @@ typedef struct MPIDI_CH3I_VC {
 
 #define MPIDI_CH3_VC_DECL struct MPIDI_CH3I_VC ch;
 
-/* The channel's rendezvous on a node (src/ch3/rdma_rndv.c): CH3's RTS
+/* The channel's rendezvous (src/ch3/rdma_rndv.c): CH3's RTS
  * with the send buffer's address (the receiver copies from it), and the
  * control packets that follow.  RDMA_WIRE_VERSION 6. */
 #define MPIDI_CH3_PKT_ENUM MPIDI_CH3_PKT_RDMA_RTS, MPIDI_CH3_PKT_RDMA_PUSH, \
@@ -88,12 +88,17 @@ typedef struct MPIDI_CH3I_VC {
 #define MPIDI_CH3_PKT_DECL MPIDI_CH3I_Pkt_rts_t rdma_rts; MPIDI_CH3I_Pkt_rctl_t rdma_ctl;
 
 /* Per-request channel state.  ring (ch3_send.c): set when the request's
- * iov first meets the pipe, read when its queued rest goes on.  rndv_*
- * (rdma_rndv.c): a receive's rendezvous, set by its RTS. */
+ * iov first meets the pipe, read when its queued rest goes on.  rndv*
+ * (rdma_rndv.c): a receive's rendezvous, set by its RTS; a send's
+ * exposure. */
 typedef struct MPIDI_CH3I_Request {
     int ring;                   /* its data keeps to the ring: an accumulate */
     int rndv;                   /* RNDV_* (rdma_rndv.c) */
     uint64_t rndv_addr, rndv_key;       /* RDMA_RTS: the sender's buffer */
+    union {
+        void *handle;           /* a send's exposure, released at DONE or CTS */
+        struct MPIR_Request *next;      /* a receive's: in the list of reads done */
+    } rndv_u;
 } MPIDI_CH3I_Request;
 
 #define MPIDI_CH3_REQUEST_DECL MPIDI_CH3I_Request ch;

@@ -31,6 +31,11 @@
  *                  unless quiesce() closed it (the transport stopped looking)
  *   open2_fails    fake_xport2's open() fails as if there were no device
  *   zcopy_slow     what zcopy_slow() answers (LARGE_PROTOCOL=auto's probe)
+ *   defer_rma      one-sided operations (rma ops: the peer's memory is
+ *                  ours, copied at once) report rma_done at the next
+ *                  progress(), in order, or RDMA_ERR_PEER when kill_peer
+ *                  kills their connection first; else they finish at
+ *                  once (*done); refuse_pulls refuses them too
  *   accept_at_close  close() admits the peer's new connect waiting for
  *                  that end at once (verbs: the channel thread answers its
  *                  REQ the moment close() let go of the connection, before
@@ -49,7 +54,7 @@ enum { FAKE_RANKS = 4, FAKE_QMAX = 1024, FAKE_WINDOW = 16 };
 
 static struct fake_faults {
     int defer_writes, defer_pulls, refuse_pulls, split_writes, kill_peer, open2_fails;
-    int zcopy_slow, accept_at_close;
+    int zcopy_slow, accept_at_close, defer_rma;
     size_t pull_max;
     unsigned long fail_writes_after;
 } fake_faults;
@@ -67,6 +72,8 @@ struct fake_end {
     } q[FAKE_QMAX];             /* deferred writes INTO this end's ring */
     unsigned qh, qt;
     size_t pulled_due;          /* deferred pull completions */
+    void *rma_due[FAKE_QMAX];   /* deferred rma_done cookies */
+    unsigned rh, rt;
     int accepted;
     int adopt;                  /* paired in close(): ready at next progress */
     fake_end_t *next_dead;      /* closed: kept until finalize (the peer's
@@ -173,6 +180,58 @@ static rdma_status_t fake_pull(void *ctx, const struct iovec *dst, int n, uint64
 }
 
 static const zc_ops_t fake_zc_ops = { fake_expose, fake_unexpose, fake_pull, NULL, NULL };
+
+static rdma_status_t fake_win_expose(rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
+                                     void **handle)
+{
+    int hit;
+
+    (void) xp;
+    return fake_expose(NULL, addr, len, key, handle, &hit);
+}
+
+static void fake_win_unexpose(rdma_xport_t * xp, void *handle)
+{
+    (void) xp, (void) handle;
+}
+
+static rdma_status_t fake_rma(fake_end_t * e, void *dst, const void *src, size_t len,
+                              void *cookie, int *done)
+{
+    *done = 0;
+    if (fake_faults.refuse_pulls)
+        return RDMA_ERR_REFUSED;
+    memcpy(dst, src, len);
+    *done = !fake_faults.defer_rma;
+    if (!*done)
+        e->rma_due[e->rh++ % FAKE_QMAX] = cookie;
+    return RDMA_OK;
+}
+
+static rdma_status_t fake_rma_put(void *ctx, const void *src, size_t len, uint64_t raddr,
+                                  uint64_t key, void *cookie, int *done)
+{
+    (void) key;
+    return fake_rma(ctx, (void *) (uintptr_t) raddr, src, len, cookie, done);
+}
+
+static rdma_status_t fake_rma_get(void *ctx, void *dst, size_t len, uint64_t raddr,
+                                  uint64_t key, void *cookie, int *done)
+{
+    (void) key;
+    return fake_rma(ctx, dst, (const void *) (uintptr_t) raddr, len, cookie, done);
+}
+
+/* e's deferred one-sided operations end with st. */
+static void fake_rma_report(fake_end_t * e, rdma_status_t st)
+{
+    for (; e->rt != e->rh; e->rt++)
+        e->xp->prm.ev.rma_done(e->xp->prm.ev.arg, e->c, e->rma_due[e->rt % FAKE_QMAX], st);
+}
+
+static const rdma_xport_rma_ops_t fake_rma_ops = {
+    fake_win_expose, fake_win_unexpose, fake_rma_put, fake_rma_get, 1
+};
 
 static rdma_status_t fake_open_in(int fabric, const rdma_xport_params_t * prm, rdma_xport_t ** xpp,
                                   char *card, size_t cardlen, char *err, size_t errlen)
@@ -321,10 +380,12 @@ static rdma_status_t fake_kill(rdma_xport_t * xp)
         return RDMA_OK;
     snprintf(why, sizeof(why), "fake: connection to rank %d died", r);
     snprintf(xp->err, sizeof(xp->err), "%s", why);
+    fake_rma_report(xp->end[r], RDMA_ERR_PEER);
     return rdma_conn_failed(xp->end[r]->c, why);
 }
 
-/* Land deferred writes into our rings and report deferred pulls. */
+/* Land deferred writes into our rings, report deferred pulls and
+ * one-sided operations (those of a connection kill_peer kills: fake_kill). */
 static rdma_status_t fake_progress(rdma_xport_t * xp)
 {
     int r;
@@ -347,6 +408,8 @@ static rdma_status_t fake_progress(rdma_xport_t * xp)
             e->pulled_due = 0;
             xp->prm.ev.pulled(e->c, k);
         }
+        if (e && r != fake_faults.kill_peer - 1)
+            fake_rma_report(e, RDMA_OK);
     }
     return fake_kill(xp) != RDMA_OK ? RDMA_ERR_PEER : RDMA_OK;    /* after what landed */
 }
@@ -432,7 +495,7 @@ static int fake_zcopy_slow(rdma_xport_t * xp, char *why, size_t len)
      .close = fake_close,.finalize = fake_finalize,.error = fake_error,            \
      .describe = fake_describe,.wait_arm = fake_wait_arm,.wait = fake_wait,        \
      .wait_disarm = fake_wait_disarm,.pipe_ops = &fake_pipe_ops,.zc = &fake_zc_ops, \
-     .zcopy_slow = fake_zcopy_slow}
+     .rma = &fake_rma_ops,.zcopy_slow = fake_zcopy_slow}
 static const rdma_xport_ops_t fake_xport = FAKE_OPS("fake", fake_open);
 static const __attribute__((unused)) rdma_xport_ops_t fake_xport2 = FAKE_OPS("fake2", fake_open2);
 

@@ -5,7 +5,7 @@
  * connecting on first use, data both ways with writes that land in two
  * parts or late, a dead peer that matters only while in use, one
  * diagnosis per connection, a pipe protocol error named by rank, the
- * blocking-wait decision and finalize.  Up to three ranks live in this
+ * rendezvous' copies, the blocking-wait decision and finalize.  Up to three ranks live in this
  * process as three rdma_chan_t.
  */
 #include "fake_xport.h"
@@ -20,6 +20,9 @@ typedef struct rank {
     char card[256];
     int ready[NR], told[NR];      /* owner.ready, owner.failed calls per peer */
     rdma_status_t answer;       /* what owner.failed returns */
+    int rma_calls;              /* owner.rma_done: calls, the last one's */
+    void *rma_cookie;
+    rdma_status_t rma_st;
 } rank_t;
 
 static rank_t R[NR];
@@ -47,6 +50,17 @@ static rdma_status_t t_failed(void *arg, rdma_link_t * l)
     return ((rank_t *) arg)->answer;
 }
 
+/* As the CH3 glue's for a rendezvous read: the copy ended. */
+static void t_rma_done(void *arg, rdma_link_t * l, void *cookie, rdma_status_t st)
+{
+    rank_t *me = arg;
+
+    me->rma_calls++;
+    me->rma_cookie = cookie;
+    me->rma_st = st;
+    rdma_chan_rndv_copied(l);
+}
+
 static rdma_chan_config_t t_config(rdma_transport_choice_t t)
 {
     rdma_chan_config_t cfg;
@@ -71,8 +85,8 @@ static const rdma_xport_ops_t *world_ops[RDMA_XP_N] = { &fake_xport, &fake_xport
 static int world_open(int n, const int *node, rdma_transport_choice_t t)
 {
     rdma_chan_config_t cfg = t_config(t);
-    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, NULL, NULL,
-        NULL, NULL
+    rdma_chan_owner_t own = { t_link_of, t_card_of, t_ready, t_failed, NULL, NULL, t_rma_done,
+        NULL, NULL, NULL
     };
     int r, q;
 
@@ -321,6 +335,65 @@ static void test_data(void)
     world_close();
 }
 
+/* The core's part of the rendezvous (rdma_rndv.c): which links take it,
+ * a copy done at once (CMA) or reported later (RDMA read: the link busy
+ * meanwhile), refused, or ended by the peer's death. */
+static void test_rndv(void)
+{
+    static const int node[NR] = { 0, 0, 0 };
+    static char src[65536], dst[65536];
+    rdma_link_t *l;
+    uint64_t key = 0;
+    void *h = NULL;
+    int done = -1, cookie, busy, i, copyok;
+    char m[4];
+    rdma_status_t st;
+
+    for (i = 0; i < (int) sizeof(src); i++)
+        src[i] = (char) (i * 7 + (i >> 8));
+    if (world_open(2, node, RDMA_TRANSPORT_AUTO) || send_recv(0, 1, "abc", m, 4)) {
+        ok(0, "open");
+        world_close();
+        return;
+    }
+    l = &R[1].link[0];
+    ok(rdma_chan_rndv_ok(l, 16384) && !rdma_chan_rndv_ok(l, 16383)
+       && !rdma_chan_rndv_ok(&R[1].link[1], 1 << 20),
+       "a ready link takes the rendezvous from zc's threshold, a link not connected does not");
+    l->zc.cfg.mode = ZC_MODE_COPY;
+    copyok = rdma_chan_rndv_ok(l, 1 << 20);
+    l->zc.cfg.mode = ZC_MODE_ZCOPY;
+    l->zc.refused = 1;
+    ok(!copyok && !rdma_chan_rndv_ok(l, 1 << 20), "not on the copy path, not once refused");
+    l->zc.refused = 0;
+    ok(rdma_chan_rndv_expose(&R[0].link[1], src, sizeof(src), &key, &h) == RDMA_OK
+       && rdma_chan_rndv_split(l, sizeof(src)) == sizeof(src),
+       "the sender exposes its buffer; no split copy without the transport's push");
+    rdma_chan_rndv_unexpose(&R[0].link[1], h);
+    st = rdma_chan_rndv_copy(l, 1, dst, sizeof(dst), (uintptr_t) src, key, &cookie, &done);
+    ok(st == RDMA_OK && done == 1 && !memcmp(src, dst, sizeof(src)) && !rdma_link_busy(l)
+       && R[1].rma_calls == 0, "a synchronous copy (CMA) is done on return");
+    fake_faults.refuse_pulls = 1;
+    st = rdma_chan_rndv_copy(l, 1, dst, sizeof(dst), (uintptr_t) src, key, &cookie, &done);
+    fake_faults.refuse_pulls = 0;
+    ok(st == RDMA_ERR_REFUSED && !rdma_link_busy(l), "a refused copy: RDMA_ERR_REFUSED, not busy");
+    fake_faults.defer_rma = 1;
+    memset(dst, 0, sizeof(dst));
+    st = rdma_chan_rndv_copy(l, 1, dst, sizeof(dst), (uintptr_t) src, key, &cookie, &done);
+    busy = rdma_link_busy(l);
+    world_poll();
+    ok(st == RDMA_OK && done == 0 && busy && R[1].rma_calls == 1 && R[1].rma_cookie == &cookie
+       && R[1].rma_st == RDMA_OK && !rdma_link_busy(l) && !memcmp(src, dst, sizeof(src)),
+       "an asynchronous copy (RDMA read): the link is busy until rma_done reports it");
+    st = rdma_chan_rndv_copy(l, 1, dst, sizeof(dst), (uintptr_t) src, key, &cookie, &done);
+    fake_faults.kill_peer = 1;
+    rdma_chan_poll(&R[1].ch);
+    ok(st == RDMA_OK && R[1].rma_calls == 2 && R[1].rma_st == RDMA_ERR_PEER
+       && l->rndv_copies == 0 && l->xc.state == RDMA_CONN_FAILED,
+       "the peer dies with a copy in flight: rma_done says RDMA_ERR_PEER, nothing left busy");
+    world_close();
+}
+
 static void test_failures(void)
 {
     static const int node[NR] = { 0, 0, 0 };
@@ -508,6 +581,7 @@ int main(void)
     test_card_token();
     test_dyn();
     test_data();
+    test_rndv();
     test_failures();
     test_failed_drain();
     test_closing_window();

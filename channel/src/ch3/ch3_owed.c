@@ -83,10 +83,16 @@ void MPIDI_CH3I_Owed_pkt(MPIDI_VC_t * vc, const MPIDI_CH3_Pkt_t * pkt)
         MPIDI_CH3I_Owed_add(vc, req);
 }
 
+/* CH3's CTS: also for a send that tried the channel's rendezvous, whose
+ * exposure goes before CH3 sends the data. */
 static int owed_cts(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_t * buflen,
                     MPIR_Request ** rreqp)
 {
+    MPIR_Request *sreq;
+
+    MPIR_Request_get_ptr(pkt->rndv_clr_to_send.sender_req_id, sreq);
     MPIDI_CH3I_Owed_paid(pkt->rndv_clr_to_send.sender_req_id);
+    MPIDI_CH3I_Rndv_release(vc, sreq);
     return MPIDI_CH3_PktHandler_RndvClrToSend(vc, pkt, data, buflen, rreqp);
 }
 

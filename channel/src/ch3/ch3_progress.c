@@ -38,6 +38,7 @@ int MPIDI_CH3I_Progress_init(void)
 
 int MPIDI_CH3I_Progress_finalize(void)
 {
+    MPIDI_CH3I_Rndv_finalize();
     return MPI_SUCCESS;
 }
 

@@ -54,8 +54,8 @@ static const rdma_pvar_t rdma_pvars[] = {
               "One-sided operations to other nodes or to user-memory windows sent as CH3 "
               "messages (accumulates, derived datatypes, lock requests, no direct path)"),
     RDMA_PVAR("rdma_rndv_sends", rndv_sends, COUNTER,
-              "Large messages to ranks on this node sent by the channel's rendezvous (one "
-              "round trip: the receiver copies from the send buffer)"),
+              "Large messages sent by the channel's rendezvous (one round trip: the receiver "
+              "copies from the send buffer, with CMA or an RDMA read)"),
     RDMA_PVAR("rdma_rndv_fallbacks", rndv_fallbacks, COUNTER,
               "Large messages that arrived by the channel's rendezvous but took CH3's (a "
               "non-contiguous or short receive buffer, or a copy not permitted)"),

@@ -259,12 +259,17 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
     goto fn_exit;
 }
 
-/* owner.rma_done: the transport finished a direct operation. */
+/* owner.rma_done: the transport finished a direct operation, or the read
+ * of a rendezvous. */
 void MPIDI_CH3I_RDMA_rma_done(void *arg, rdma_link_t * l, void *cookie, rdma_status_t st)
 {
     MPIR_Request *req = cookie;
 
     (void) arg;
+    if (req->kind == MPIR_REQUEST_KIND__RECV) {
+        MPIDI_CH3I_Rndv_read_done(l, req, st);  /* a rendezvous' read (rdma_rndv.c) */
+        return;
+    }
     if (st != RDMA_OK)
         req->status.MPI_ERROR = MPIDI_CH3I_RDMA_peer_errno(l->xc.why);
     MPID_Request_complete(req);

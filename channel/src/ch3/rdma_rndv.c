@@ -1,5 +1,5 @@
 /*
- * rdma_rndv.c -- one rendezvous per large message on a node.
+ * rdma_rndv.c -- one rendezvous per large message.
  *
  * Above its eager limit CH3 sends RTS, waits for CTS, then sends the data,
  * whose large entry took the channel's own rendezvous (zcopy/zc.h: REQ,
@@ -10,32 +10,44 @@
  *
  *   sender                               receiver
  *   RDMA_RTS {CH3's RTS, addr, key}  ->  matched; split: RDMA_PUSH {off,
- *                                        len, raddr}, then copies [0, off)
- *                                        from addr; RDMA_DONE
+ *                                        len, raddr}; copies [0, off) from
+ *                                        addr; RDMA_DONE once copied
  *   PUSH: writes [off, off+len) to   <-
  *   raddr; RDMA_PUSHED               ->  PUSHED: the receive completes
  *   DONE: the send completes             (no split: once it has copied)
  *
- * The split copy is zc.h's (both cores copy a part, from CMA_SPLIT bytes):
- * the receiver asks, the sender writes its part.  Each direction is one
- * ordered stream, so the sender has written its part (PUSH came first)
- * when it reads DONE, and only then may the user reuse the buffer.
+ * The copy is one process_vm_readv on a node, an RDMA read between nodes
+ * (rdma_chan_rndv_copy).  The split copy is zc.h's, on a node only (both
+ * cores copy a part, from CMA_SPLIT bytes): the receiver asks, the sender
+ * writes its part.  Each direction is one ordered stream, so the sender
+ * has written its part (PUSH came first) when it reads DONE, and only then
+ * may the user reuse the buffer.
+ *
+ * Over verbs the send buffer is registered in the send cache (the RTS
+ * carries its rkey; released when DONE or CH3's CTS arrives), and the
+ * read completes later: the transport's rma_done hands the receive to
+ * MPIDI_CH3I_Rndv_read_done, and its DONE goes out from a progress hook,
+ * not from inside the transport's poll.  Until then the link is busy
+ * (rdma_link_busy: not evicted), and a connection that fails completes
+ * the receive with its error through rma_done.
  *
  * Fallbacks, all through CH3's own rendezvous, whose requests are set up
- * the same way: a sender whose link does not qualify (rdma_chan_rndv_ok)
- * or whose buffer is not contiguous sends CH3's RTS; a receive buffer that
- * is not contiguous or is shorter than the message answers CH3's CTS
- * (truncation is CH3's to report); a copy the kernel refuses (EPERM) at
- * either end ends in CH3's data: the receiver answers DONE {refused}, or
- * the sender's PUSHED {refused} turns its DONE into a CTS.  A receive
- * waiting for CH3's data (REFUSED) ignores PUSHED; that data overwrites
- * whatever was copied.  CH3's data, from zc's threshold, takes zc's
- * zero-copy path, whose refusal marks the link (zc.refused): no later
- * message to that peer tries this rendezvous.
+ * the same way: a sender whose link does not qualify (rdma_chan_rndv_ok),
+ * whose buffer is not contiguous or cannot be exposed sends CH3's RTS; a
+ * receive buffer that is not contiguous or is shorter than the message
+ * answers CH3's CTS (truncation is CH3's to report); a copy that is
+ * refused (EPERM) or cannot start now (verbs: registration limits, a full
+ * queue) ends in CH3's data: the receiver answers DONE {refused}, or the
+ * sender's PUSHED {refused} turns its DONE into a CTS.  A receive waiting
+ * for CH3's data (REFUSED) ignores PUSHED; that data overwrites whatever
+ * was copied.  CH3's data, from zc's threshold, takes zc's zero-copy path,
+ * whose refusal marks the link (zc.refused): no later message to that
+ * peer tries this rendezvous.
  *
- * Failure: a send waits for DONE and a receive for PUSHED (or CH3's data)
+ * Failure: a send waits for DONE, and a receive for PUSHED or CH3's data,
  * in the owed list (ch3_owed.c), so a peer that dies completes them with
- * its error.  All of it runs under the global critical section.
+ * its error (a send's registration stays cached until finalize).  All of
+ * it runs under the global critical section, rma_done included.
  */
 #include "rdma_glue.h"
 
@@ -44,10 +56,17 @@
 enum {
     RNDV_CH3 = 0,               /* CH3's RTS: CTS and data (ch3u_rndv.c) */
     RNDV_RTS,                   /* RDMA_RTS, not yet matched */
-    RNDV_PUSH,                  /* copied its part, waits for PUSHED */
+    RNDV_READ,                  /* copies alone (not owed) */
+    RNDV_PUSH,                  /* copies its part, then waits for PUSHED (owed) */
     RNDV_REFUSED                /* waits for CH3's data (owed) */
 };
 #define RNDV_OK RNDV_CH3
+
+/* Receives whose read finished (rma_done), DONE still to send: a stack
+ * through ch.rndv_u.next, emptied by the progress hook reads_hook.  The
+ * global critical section's. */
+static MPIR_Request *reads_done;
+static int reads_hook = -1;
 
 static int rndv_ctl(MPIDI_VC_t * vc, int type, MPI_Request sreq_id, MPI_Request rreq_id,
                     int status, uint64_t raddr, uint64_t key, uint64_t off, uint64_t len)
@@ -84,9 +103,10 @@ static int rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
     int mpi_errno;
 
     MPIDI_Comm_get_vc_set_active(comm, rank, &vc);
+    sreq->ch.rndv_u.handle = NULL;
     if (!dt_contig || !rdma_chan_rndv_ok(MPIDI_CH3I_link(vc), (size_t) data_sz)
-        || rdma_chan_rndv_expose(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), addr, (size_t) data_sz,
-                                 &p->key) != RDMA_OK)
+        || rdma_chan_rndv_expose(MPIDI_CH3I_link(vc), addr, (size_t) data_sz, &p->key,
+                                 &sreq->ch.rndv_u.handle) != RDMA_OK)
         return MPIDI_CH3I_Owed_rndv_send(sreq_p, buf, count, datatype, dt_contig, data_sz,
                                          dt_true_lb, rank, tag, comm, context_offset);
     sreq->dev.OnDataAvail = 0;
@@ -105,6 +125,7 @@ static int rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
         MPIR_Request_free(rts_req);
     }
     if (mpi_errno != MPI_SUCCESS) {
+        rdma_chan_rndv_unexpose(MPIDI_CH3I_link(vc), sreq->ch.rndv_u.handle);
         MPIR_Request_free(sreq);
         *sreq_p = NULL;
         MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**ch3|rtspkt");
@@ -125,14 +146,14 @@ static int rndv_recv_ch3(MPIDI_VC_t * vc, MPIR_Request * rreq)
     return MPIDI_CH3_RecvRndv(vc, rreq);
 }
 
-/* A copy failed: refused (st RDMA_ERR_REFUSED), rreq waits for CH3's
- * data; else the connection broke (vc fails, and with it rreq: owed).
- * A receive that copied alone (OK) was not owed until now. */
+/* A copy failed: refused or not now (st RDMA_ERR_REFUSED, _NOMEM), rreq
+ * waits for CH3's data; else the connection broke (vc fails, and with it
+ * rreq: owed). */
 static int rndv_recv_refused(MPIDI_VC_t * vc, MPIR_Request * rreq, rdma_status_t st)
 {
-    if (rreq->ch.rndv == RNDV_OK)
+    if (rreq->ch.rndv == RNDV_READ)
         MPIDI_CH3I_Owed_add(vc, rreq);
-    if (st != RDMA_ERR_REFUSED)
+    if (st != RDMA_ERR_REFUSED && st != RDMA_ERR_NOMEM)
         return MPIDI_CH3I_RDMA_errno(vc, st);
     if (rreq->ch.rndv != RNDV_REFUSED)
         rdma_chan_rndv_count(&MPIDI_CH3I_chan, 1);
@@ -140,16 +161,58 @@ static int rndv_recv_refused(MPIDI_VC_t * vc, MPIR_Request * rreq, rdma_status_t
     return MPI_SUCCESS;
 }
 
+/* rreq's copy of its part ended with st: DONE {refused or not}; a receive
+ * that copied alone completes (its data is in, whether DONE went or not). */
+static int rndv_copied(MPIDI_VC_t * vc, MPIR_Request * rreq, rdma_status_t st)
+{
+    int mpi_errno = MPI_SUCCESS, err;
+
+    if (st != RDMA_OK) {
+        mpi_errno = rndv_recv_refused(vc, rreq, st);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
+    mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_DONE, rreq->dev.sender_req_id, rreq->handle,
+                         st != RDMA_OK, 0, 0, 0, 0);
+    if (rreq->ch.rndv == RNDV_READ) {
+        err = MPID_Request_complete(rreq);
+        mpi_errno = mpi_errno ? mpi_errno : err;
+    }
+  fn_fail:
+    return mpi_errno;
+}
+
+/* A split copy (shared memory, from CMA_SPLIT; its exposure needs no
+ * release): the sender is asked to write [*off, len) of the message into
+ * dst.  Else *off = len. */
+static int rndv_split(MPIDI_VC_t * vc, MPIR_Request * rreq, char *dst, size_t len, size_t *off)
+{
+    rdma_link_t *l = MPIDI_CH3I_link(vc);
+    uint64_t key;
+    void *handle;
+
+    *off = rdma_chan_rndv_split(l, len);
+    rreq->ch.rndv = RNDV_READ;
+    if (*off == len)
+        return MPI_SUCCESS;
+    if (rdma_chan_rndv_expose(l, dst, len, &key, &handle) != RDMA_OK) {
+        *off = len;
+        return MPI_SUCCESS;
+    }
+    MPIDI_CH3I_Owed_add(vc, rreq);
+    rreq->ch.rndv = RNDV_PUSH;
+    return rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_PUSH, rreq->dev.sender_req_id, rreq->handle, 0,
+                    (uintptr_t) dst + *off, key, *off, len - *off);
+}
+
 /* vc->rndvRecv_fn: rreq, a rendezvous receive, was matched. */
 static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
 {
     rdma_link_t *l = MPIDI_CH3I_link(vc);
-    size_t len = (size_t) rreq->dev.recv_data_sz, off = len;
+    size_t len = (size_t) rreq->dev.recv_data_sz, off;
     intptr_t user_sz;
-    int contig, mpi_errno = MPI_SUCCESS;
+    int contig, done = 0, mpi_errno;
     MPIR_Datatype *dtp;
     MPI_Aint lb;
-    uint64_t key = 0;
     char *dst;
     rdma_status_t st;
 
@@ -159,32 +222,50 @@ static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
     if (!contig || (size_t) user_sz < len || l->xc.state != RDMA_CONN_READY)
         return rndv_recv_ch3(vc, rreq);
     dst = MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
-    if (l->zc.cfg.split_min && len >= l->zc.cfg.split_min
-        && rdma_chan_rndv_expose(&MPIDI_CH3I_chan, l, dst, len, &key) == RDMA_OK)
-        off = (len / 2) & ~(size_t) 63;
-    rreq->ch.rndv = off < len ? RNDV_PUSH : RNDV_OK;
-    if (off < len) {            /* owed until PUSHED */
-        MPIDI_CH3I_Owed_add(vc, rreq);
-        mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_PUSH, rreq->dev.sender_req_id, rreq->handle,
-                             0, (uintptr_t) dst + off, key, off, len - off);
-        MPIR_ERR_CHECK(mpi_errno);
-    }
-    st = rdma_chan_rndv_copy(l, 1, dst, off, rreq->ch.rndv_addr, rreq->ch.rndv_key);
-    if (st != RDMA_OK) {
-        mpi_errno = rndv_recv_refused(vc, rreq, st);
-        MPIR_ERR_CHECK(mpi_errno);
-    }
-    mpi_errno = rndv_ctl(vc, MPIDI_CH3_PKT_RDMA_DONE, rreq->dev.sender_req_id, rreq->handle,
-                         st != RDMA_OK, 0, 0, 0, 0);
-    if (rreq->ch.rndv == RNDV_OK) {     /* not owed: its data is in, DONE sent or not */
-        int err = MPID_Request_complete(rreq);
+    mpi_errno = rndv_split(vc, rreq, dst, len, &off);
+    if (mpi_errno)
+        return mpi_errno;
+    st = rdma_chan_rndv_copy(l, 1, dst, off, rreq->ch.rndv_addr, rreq->ch.rndv_key, rreq, &done);
+    if (st == RDMA_OK && !done)
+        return MPI_SUCCESS;     /* MPIDI_CH3I_Rndv_read_done follows */
+    return rndv_copied(vc, rreq, st);
+}
 
-        mpi_errno = mpi_errno ? mpi_errno : err;
+/* Progress hook: DONE for the reads that finished. */
+static int rndv_reads_hook(int *made)
+{
+    MPIR_Request *rreq;
+    MPIDI_VC_t *vc;
+    int mpi_errno = MPI_SUCCESS;
+
+    *made = reads_done != NULL;
+    while (mpi_errno == MPI_SUCCESS && (rreq = reads_done) != NULL) {
+        reads_done = rreq->ch.rndv_u.next;
+        MPIDI_Comm_get_vc(rreq->comm, rreq->status.MPI_SOURCE, &vc);
+        mpi_errno = rndv_copied(vc, rreq, RDMA_OK);
     }
-  fn_exit:
+    if (reads_done == NULL)
+        MPIR_Progress_hook_deactivate(reads_hook);
     return mpi_errno;
-  fn_fail:
-    goto fn_exit;
+}
+
+void MPIDI_CH3I_Rndv_read_done(rdma_link_t * l, MPIR_Request * rreq, rdma_status_t st)
+{
+    rdma_chan_rndv_copied(l);
+    if (st != RDMA_OK) {
+        rreq->status.MPI_ERROR = MPIDI_CH3I_RDMA_peer_errno(l->xc.why);
+        MPID_Request_complete(rreq);
+        return;
+    }
+    rreq->ch.rndv_u.next = reads_done;
+    reads_done = rreq;
+    MPIR_Progress_hook_activate(reads_hook);
+}
+
+void MPIDI_CH3I_Rndv_release(MPIDI_VC_t * vc, MPIR_Request * sreq)
+{
+    rdma_chan_rndv_unexpose(MPIDI_CH3I_link(vc), sreq->ch.rndv_u.handle);
+    sreq->ch.rndv_u.handle = NULL;
 }
 
 /* CH3's RTS and RDMA_RTS: CH3's handler (MPIDI_CH3_PktHandler_RndvReqToSend),
@@ -248,14 +329,15 @@ static int rndv_push(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_
     MPIR_Datatype *dtp;
     MPI_Aint lb;
     intptr_t sz;
-    int contig;
+    int contig, done = 0;
     rdma_status_t st;
 
     (void) data;
     MPIDI_Datatype_get_info(sreq->dev.user_count, sreq->dev.datatype, contig, sz, dtp, lb);
     st = rdma_chan_rndv_copy(MPIDI_CH3I_link(vc), 0,
                              (char *) MPIR_get_contig_ptr(sreq->dev.user_buf, lb) + p->off,
-                             p->len, p->raddr, p->key);
+                             p->len, p->raddr, p->key, NULL, &done);
+    MPIR_Assert(st != RDMA_OK || done); /* a push is shared memory's: synchronous */
     if (st != RDMA_OK && st != RDMA_ERR_REFUSED)
         return MPIDI_CH3I_RDMA_errno(vc, st);
     if (st != RDMA_OK)
@@ -290,12 +372,20 @@ static int rndv_done(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data, intptr_
     MPIDI_CH3_Pkt_t cts;
 
     MPIDI_CH3I_Owed_paid(p->sender_req_id);
+    MPIDI_CH3I_Rndv_release(vc, sreq);
     if (!p->status && sreq->ch.rndv == RNDV_OK)
         return MPID_Request_complete(sreq);
     MPIDI_Pkt_init(&cts.rndv_clr_to_send, MPIDI_CH3_PKT_RNDV_CLR_TO_SEND);
     cts.rndv_clr_to_send.sender_req_id = p->sender_req_id;
     cts.rndv_clr_to_send.receiver_req_id = p->receiver_req_id;
     return MPIDI_CH3_PktHandler_RndvClrToSend(vc, &cts, data, buflen, rreqp);
+}
+
+void MPIDI_CH3I_Rndv_finalize(void)
+{
+    if (reads_hook >= 0)
+        MPIR_Progress_hook_deregister(reads_hook);
+    reads_hook = -1;
 }
 
 void MPIDI_CH3I_Rndv_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
@@ -305,6 +395,8 @@ void MPIDI_CH3I_Rndv_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt)
         vc->rndvRecv_fn = rndv_recv;
         return;
     }
+    if (reads_hook < 0)
+        MPIR_Progress_hook_register(rndv_reads_hook, &reads_hook);
     pkt[MPIDI_CH3_PKT_RNDV_REQ_TO_SEND] = rndv_rts;
     pkt[MPIDI_CH3_PKT_RDMA_RTS] = rndv_rts;
     pkt[MPIDI_CH3_PKT_RDMA_PUSH] = rndv_push;

@@ -771,24 +771,43 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
 
 int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len)
 {
-    return l->xc.state == RDMA_CONN_READY && !rdma_chan_over_wire(l) && l->xc.ops->rma
-        && l->zc.ops && l->zc.cfg.mode != ZC_MODE_COPY && !l->zc.refused && !l->zc.backoff
+    return l->xc.state == RDMA_CONN_READY && l->xc.ops->rma && l->zc.ops
+        && l->zc.cfg.mode != ZC_MODE_COPY && !l->zc.refused && !l->zc.backoff
         && len >= l->zc.cfg.threshold;
 }
 
-rdma_status_t rdma_chan_rndv_expose(rdma_chan_t * ch, rdma_link_t * l, const void *addr,
-                                    size_t len, uint64_t * key)
+rdma_status_t rdma_chan_rndv_expose(rdma_link_t * l, const void *addr, size_t len,
+                                    uint64_t * key, void **handle)
 {
-    void *handle;
+    int hit;
 
-    return l->xc.ops->rma->expose(ch->xp[rdma_chan_xp_of(ch, l)].xp, (void *) addr, len, key,
-                                  &handle);
+    *handle = NULL;
+    return l->zc.ops->expose(l->zc.ctx, addr, len, key, handle, &hit);
+}
+
+void rdma_chan_rndv_unexpose(rdma_link_t * l, void *handle)
+{
+    if (handle)
+        l->zc.ops->unexpose(l->zc.ctx, handle);
+}
+
+size_t rdma_chan_rndv_split(const rdma_link_t * l, size_t len)
+{
+    return l->zc.ops->push && l->zc.cfg.split_min && len >= l->zc.cfg.split_min
+        ? (len / 2) & ~(size_t) 63 : len;
 }
 
 rdma_status_t rdma_chan_rndv_copy(rdma_link_t * l, int get, void *local, size_t len,
-                                  uint64_t raddr, uint64_t key)
+                                  uint64_t raddr, uint64_t key, void *cookie, int *done)
 {
-    int done;
+    rdma_status_t st = rdma_chan_xfer(l, get, local, len, raddr, key, cookie, done);
 
-    return rdma_chan_xfer(l, get, local, len, raddr, key, NULL, &done);
+    if (st == RDMA_OK && !*done)
+        l->rndv_copies++;
+    return st;
+}
+
+void rdma_chan_rndv_copied(rdma_link_t * l)
+{
+    l->rndv_copies--;
 }

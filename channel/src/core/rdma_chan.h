@@ -425,22 +425,28 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
                             uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
                             int *done);
 
-/* The rendezvous of large messages on a node (src/ch3/rdma_rndv.c): the
- * sender exposes its buffer in the RTS, the receiver copies from it.
- * rndv_ok: may a message of len bytes to l's peer go this way?  On a
- * node, where l's large parts go zero-copy (zc.h: not the copy path, not
- * refused, not backing off) and from its threshold; over the wire not
- * yet (an RDMA read needs the buffer registered, and released at the
- * end).  rndv_expose: make [addr, addr+len) readable and writable by l's
- * peer, *key for it (shared memory: nothing to release).  rndv_copy:
- * move len bytes between local and the peer's raddr (get: from it),
- * synchronously (shared memory's CMA); RDMA_ERR_REFUSED: not permitted,
- * nothing moved. */
+/* The rendezvous of large messages (src/ch3/rdma_rndv.c): the sender
+ * exposes its buffer in the RTS, the receiver copies from it.
+ * rndv_ok: may a message of len bytes to l's peer go this way?  Where l's
+ * large parts go zero-copy (zc.h: not the copy path, not refused, not
+ * backing off), from its threshold, on a transport with rma ops.
+ * rndv_expose: make [addr, addr+len) readable by l's peer (zc's expose:
+ * the send cache over verbs, nothing on shm), *key for it, *handle for
+ * rndv_unexpose (NULL: nothing to release).  rndv_split: where the
+ * sender's part of a split copy starts (shm from zc's split_min; len: no
+ * split).  rndv_copy: move len bytes between local and the peer's raddr
+ * (get: from it); *done = 1: finished (CMA), else the transport reports
+ * it with owner.rma_done(cookie) and l counts as busy until
+ * rndv_copied.  RDMA_ERR_REFUSED: not permitted, RDMA_ERR_NOMEM: not now
+ * (limits, queues), nothing moved either way. */
 int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len);
-rdma_status_t rdma_chan_rndv_expose(rdma_chan_t * ch, rdma_link_t * l, const void *addr,
-                                    size_t len, uint64_t * key);
+rdma_status_t rdma_chan_rndv_expose(rdma_link_t * l, const void *addr, size_t len,
+                                    uint64_t * key, void **handle);
+void rdma_chan_rndv_unexpose(rdma_link_t * l, void *handle);
+size_t rdma_chan_rndv_split(const rdma_link_t * l, size_t len);
 rdma_status_t rdma_chan_rndv_copy(rdma_link_t * l, int get, void *local, size_t len,
-                                  uint64_t raddr, uint64_t key);
+                                  uint64_t raddr, uint64_t key, void *cookie, int *done);
+void rdma_chan_rndv_copied(rdma_link_t * l);
 
 /* Count a large message sent by the channel's rendezvous (fallback 0),
  * or one that arrived so but went through CH3's (1). */

@@ -55,7 +55,7 @@ void rdma_link_sent(rdma_conn_t * c)
 int rdma_link_busy(const rdma_link_t * l)
 {
     return (l->xc.state == RDMA_CONN_READY || l->xc.state == RDMA_CONN_CLOSING)
-        && zc_busy(&l->zc);
+        && (zc_busy(&l->zc) || l->rndv_copies);
 }
 
 rdma_status_t rdma_link_idle(rdma_link_t * l)

@@ -38,6 +38,8 @@ typedef struct rdma_link {
                                  * read-only: once FAILED, reads end in
                                  * RDMA_ERR_PEER after what the peer wrote
                                  * (rdma_chan_getv); else nothing more */
+    int rndv_copies;            /* the owner's: rendezvous copies in flight
+                                 * (rdma_chan_rndv_copy); the link is busy */
     int slot;                   /* the cap's slot: 0 none, 1 held, 2 its
                                  * connect waits for one, 3 it connects to a
                                  * lower rank without one (rdma_chan_evict.c:
@@ -113,8 +115,9 @@ static inline rdma_status_t rdma_link_consume(rdma_link_t * l, size_t n)
     return zc_consume(&l->zc, n);
 }
 
-/* 1 while a READY link has a rendezvous unfinished (a pull in flight, a
- * FIN or PUSHED still owed): it must not be torn down yet. */
+/* 1 while a READY link has a rendezvous unfinished (a pull, or a copy of
+ * rdma_chan_rndv_copy, in flight; a FIN or PUSHED still owed): it must
+ * not be torn down yet. */
 int rdma_link_busy(const rdma_link_t * l);
 
 /* The close handshake on l begins: what l writes from now on is its last
