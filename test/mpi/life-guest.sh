@@ -7,7 +7,7 @@ P=$1 W=$2 T=5
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-400}
 V=(env MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=$T)
 H=(-hosts node0,node1)
-plan 11
+plan 13
 
 expect_output 0 'late: ok after' \
     "a rank that computes 3x CONNECT_TIMEOUT before its first receive gets its message" -- \
@@ -44,11 +44,17 @@ expect_output 1 '^others: ok ' \
     "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 3 "$W/mpi_life" others exit
 
 # Requests waiting for the answer of a rank on the other node that dies
-# (CH3's rendezvous: CTS or data; a synchronous send's ack) each fail.
-for m in bigsend bigrecv bigpost ssend; do
-    expect_output 1 "^$m: MPIX_ERR_PROC_FAILED after" \
-        "$m over verbs: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
-        "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 "$W/mpi_life" $m exit
+# each fail: a send's (RTS: CTS or DONE; a synchronous send's ack), a
+# receive's in CH3's rendezvous (CTS: data; LARGE_PROTOCOL=copy, since the
+# channel's rendezvous reads without the sender, which may finish before
+# it dies), and a receive posted after the message's sender died (both
+# rendezvous: the read or the CTS fails, or the failure is known first).
+for m in bigsend copy:bigrecv copy:bigpost bigread copy:bigread ssend; do
+    e=() how=""
+    [[ $m == copy:* ]] && e=(MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=copy) how=" (CH3's rendezvous)"
+    expect_output 1 "^${m#copy:}: MPIX_ERR_PROC_FAILED after" \
+        "${m#copy:} over verbs$how: waiting for the answer of a rank that dies fails with MPIX_ERR_PROC_FAILED" -- \
+        env "${e[@]}" "${V[@]}" "$P/bin/mpiexec" -disable-auto-cleanup "${H[@]}" -n 2 "$W/mpi_life" "${m#copy:}" exit
 done
 
 # A receiver whose pinning fails mid-rendezvous (no CAP_IPC_LOCK, 16 MiB

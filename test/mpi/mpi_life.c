@@ -52,8 +52,8 @@
  *                       receives from rank 1; rank 0 prints "others: ok"
  *                       if every exchange succeeded and the receive failed
  *                       with MPIX_ERR_PROC_FAILED.
- *   mpi_life bigsend|bigrecv|bigpost|ssend [exit]
- *                       CH3's rendezvous (4 MiB) with a rank that dies:
+ *   mpi_life bigsend|bigrecv|bigpost|bigread|ssend [exit]
+ *                       a rendezvous (4 MiB) with a rank that dies:
  *                       rank 0 sends to it, or receives what it began to
  *                       send (its receive posted after or before the RTS
  *                       came), or MPI_Ssends it 1 KiB; prints "bigsend:
@@ -260,18 +260,22 @@ static int report_class(const char *what, int rc, double t0)
     return c != MPIX_ERR_PROC_FAILED;
 }
 
-/* CH3's rendezvous with a rank that dies (messages over its eager limit).
+/* A rendezvous with a rank that dies (messages over CH3's eager limit).
  * bigsend: rank 1 dies 0.5 s after a barrier; rank 0 sends it 4 MiB (its
- * RTS waits for a CTS).  bigrecv: rank 1 starts a 4 MiB send to rank 0 and
- * dies 0.5 s later; rank 0 probes until the RTS arrives, then receives
- * (its CTS waits for the data).  bigpost: the same with rank 0's receive
- * posted before the RTS arrives.  ssend: bigsend's timing, but 1 KiB by
+ * RTS waits for a CTS or DONE).  bigrecv: rank 1 starts a 4 MiB send to
+ * rank 0 and dies 0.5 s later; rank 0 probes until the RTS arrives, then
+ * receives (CH3's CTS waits for the data; the channel's rendezvous reads
+ * it without the sender, and may finish before it dies).  bigpost: the
+ * same with rank 0's receive posted before the RTS arrives.  bigread:
+ * bigrecv, but rank 0 receives 1.5 s after the probe, from a sender gone
+ * (the read, or the CTS, fails).  ssend: bigsend's timing, but 1 KiB by
  * MPI_Ssend (eager; it waits for the acknowledgement).  Rank 0 prints
  * "MODE: MPIX_ERR_PROC_FAILED after T s". */
 static int rendezvous(const char *mode)
 {
     unsigned char *b = calloc(4, LEN);
-    int rc, flag = 0, recv = strcmp(mode, "bigsend") && strcmp(mode, "ssend");
+    int rc, flag = 0, recv = strcmp(mode, "bigsend") && strcmp(mode, "ssend"),
+        probe = !strcmp(mode, "bigrecv") || !strcmp(mode, "bigread");
     MPI_Request r;
     double t0;
 
@@ -288,8 +292,10 @@ static int rendezvous(const char *mode)
     if (rank != 0)
         return 0;
     t0 = MPI_Wtime();
-    while (!strcmp(mode, "bigrecv") && !flag && MPI_Wtime() - t0 < 5)
+    while (probe && !flag && MPI_Wtime() - t0 < 5)
         MPI_Iprobe(1, 0, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    if (!strcmp(mode, "bigread"))
+        pause_s(1.5);   /* the sender is gone before its receive */
     if (!strcmp(mode, "bigpost"))
         rc = MPI_Wait(&r, MPI_STATUS_IGNORE);
     else if (!strcmp(mode, "ssend"))
@@ -424,7 +430,7 @@ int main(int argc, char **argv)
     else if (!strcmp(mode, "others") && size >= 3)
         rc = others();
     else if (!strcmp(mode, "bigsend") || !strcmp(mode, "bigrecv") || !strcmp(mode, "bigpost")
-             || !strcmp(mode, "ssend"))
+             || !strcmp(mode, "bigread") || !strcmp(mode, "ssend"))
         rc = rendezvous(mode);
     else if (!strcmp(mode, "rmafence") && size == 2)
         rc = rma_fence();
