@@ -70,7 +70,7 @@ typedef struct MPIDI_CH3I_VC {
 
 /* The channel's rendezvous (src/ch3/rdma_rndv.c): CH3's RTS
  * with the send buffer's address (the receiver copies from it), and the
- * control packets that follow.  RDMA_WIRE_VERSION 6. */
+ * control packets that follow.  RDMA_WIRE_VERSION 6; 7: over verbs too. */
 #define MPIDI_CH3_PKT_ENUM MPIDI_CH3_PKT_RDMA_RTS, MPIDI_CH3_PKT_RDMA_PUSH, \
         MPIDI_CH3_PKT_RDMA_PUSHED, MPIDI_CH3_PKT_RDMA_DONE
 #define MPIDI_CH3_PKT_DEFS                                                     \

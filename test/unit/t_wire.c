@@ -24,7 +24,8 @@
 /* Append-only: { version, fingerprint } as printed by this test.  A
  * version may keep its predecessor's fingerprint when what changed is
  * CH3's packets (channel/include/mpidi_ch3_pre.h), which need MPICH's
- * headers: 6 added the rendezvous packets (RDMA_RTS, PUSH, PUSHED, DONE). */
+ * headers: 6 added the rendezvous packets (RDMA_RTS, PUSH, PUSHED, DONE);
+ * 7 sends RDMA_RTS over verbs too, with an rkey a 6 would take for CMA's. */
 static const struct {
     int version;
     uint64_t fp;
@@ -32,6 +33,7 @@ static const struct {
     {4, UINT64_C(0x52930d05ce5d4de4)},
     {5, UINT64_C(0x269f9a187269dc8)},
     {6, UINT64_C(0x269f9a187269dc8)},
+    {7, UINT64_C(0x269f9a187269dc8)},
 };
 
 /* t_wire_verbs.c (the transports' private headers cannot meet in one
