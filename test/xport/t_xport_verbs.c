@@ -31,7 +31,7 @@
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
 enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4, EXT_REJECTS = 5,
-    EXT_TWIN = 6, EXT_VERSION = 7, EXT_SRQ = 8
+    EXT_TWIN = 6, EXT_VERSION = 7, EXT_SRQ = 8, EXT_ORPHAN = 9
 };
 #define REJECTS 100             /* refusals in a row: more than RDMA_VERBS_REJ_AH */
 
@@ -88,6 +88,20 @@ static int rank_zcopy_read(node_t * nd, uint8_t * dst, uint64_t raddr, uint64_t 
     return c->zc.rx.done < len ? -1 : 0;
 }
 
+/* zcopy, rank 0: rank 1's offer. */
+static void rank_zcopy_offered(node_t * nd, zmsg_t * m)
+{
+    struct iovec iov;
+    size_t got = 0, i;
+
+    while (got < sizeof(*m) && !conform_progress(nd)) {
+        iov = (struct iovec) { (char *) m + got, sizeof(*m) - got };
+        if (rb_pipe_getv(&nd->conns[1].pipe, &iov, 1, &i))
+            exit(1);
+        got += i;
+    }
+}
+
 /* zcopy, rank 0: the send buffer arrives intact in an unaligned
  * destination, registered once (not once per read); the receive-side
  * region is not readable. */
@@ -95,18 +109,12 @@ static void rank_zcopy_take(node_t * nd)
 {
     uint8_t *buf = malloc(ZLEN + 16), *dst = buf + 16;
     unsigned long long hits = 0, misses = 99;
-    struct iovec iov;
     char stats[1024];
     const char *why, *r;
-    size_t got = 0, i, bad = 0;
+    size_t i, bad = 0;
     zmsg_t m;
 
-    while (got < sizeof(m) && !conform_progress(nd)) {
-        iov = (struct iovec) { (char *) &m + got, sizeof(m) - got };
-        if (rb_pipe_getv(&nd->conns[1].pipe, &iov, 1, &i))
-            exit(1);
-        got += i;
-    }
+    rank_zcopy_offered(nd, &m);
     if (rank_zcopy_read(nd, dst, m.src, m.src_key, ZLEN, &why)) {
         conform_say(nd, "D RDMA read of the exposed send buffer failed: %s", why);
         exit(1);
@@ -128,6 +136,41 @@ static void rank_zcopy_take(node_t * nd)
     }
     conform_say(nd, "D RDMA read of a receive-side region failed as it must: %s", why);
     free(buf);
+}
+
+/* orphan, rank 0: rank 1 offered its send buffer and exited; a one-sided
+ * get from it is posted, then the connection quiesced (as the channel
+ * does when the process manager reports the peer dead): the get still
+ * fails, reported once by rma_done within the connection timeout, and
+ * progress() reports nothing (the owner knows already). */
+static void rank_orphan_get(node_t * nd)
+{
+    rdma_link_t *c = &nd->conns[1];
+    double t0, limit;
+    int flag = 0, done = 0;
+    uint8_t *dst = malloc(ZLEN);
+    rdma_status_t st;
+    zmsg_t m;
+
+    rank_zcopy_offered(nd, &m);
+    usleep(500 * 1000);         /* rank 1 is gone */
+    st = rdma_xport_verbs.rma->get(c->xc.priv, dst, ZLEN, m.src, m.src_key, &flag, &done);
+    if (st != RDMA_OK || done) {
+        conform_say(nd, "D the get from the exited peer did not start (%d, done %d): %s", st,
+                    done, rdma_xport_verbs.error(nd->xp));
+        exit(1);
+    }
+    rdma_xport_verbs.quiesce(nd->xp, &c->xc);
+    t0 = conform_now();
+    limit = t0 + 4 * nd->sc->timeout;
+    while (flag == 0 && conform_now() < limit)
+        conform_progress(nd);
+    conform_say(nd, "D get from the exited peer on the quiesced connection: %s after %.1f s "
+                "(state %d)", flag == -1 ? "failed" : flag ? "reported twice or ok" :
+                "never reported", conform_now() - t0, c->xc.state);
+    if (flag != -1 || c->xc.state != RDMA_CONN_CLOSED)
+        exit(1);
+    free(dst);
 }
 
 /* Progress for secs s, then the statistics (the channel thread stopped:
@@ -369,6 +412,13 @@ static void verbs_hook(node_t * nd, int phase)
         rank_window_check(nd);
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DATA)
         nd->rank == 1 ? rank_zcopy_offer(nd) : rank_zcopy_take(nd);
+    if (nd->sc->ext == EXT_ORPHAN && phase == CONFORM_DATA) {
+        if (nd->rank == 1) {
+            rank_zcopy_offer(nd);
+            _exit(0);
+        }
+        rank_orphan_get(nd);
+    }
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DONE && nd->ext[0]) {
         rdma_xport_verbs.zc->unexpose(nd->conns[0].xc.priv, nd->ext[1]);
         rdma_xport_verbs_dst_put(nd->xp, nd->ext[2]);
@@ -447,6 +497,10 @@ static const conform_case_t verbs_cases[] = {
     {"zcopy", "2 ranks, RDMA read of an exposed 8 MiB send buffer into an unaligned "
      "destination, registered once, not per read; a receive-side region cannot be read",
      {.ext = EXT_ZCOPY}, NULL},
+    {"orphan", "2 ranks: a get from a peer that exited, posted just before the owner "
+     "quiesced the connection (the process manager said the peer died): rma_done fails it "
+     "within the timeout (3 s), progress reports nothing", {.ext = EXT_ORPHAN, .timeout = 3},
+     NULL},
     {"forged", "connection requests without the peer's auth are dropped and counted "
      "(timeout 3 s)", {.ext = EXT_FORGE, .ext_fails = 1, .timeout = 3},
      "did not answer the connection request"},

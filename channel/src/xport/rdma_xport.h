@@ -240,7 +240,8 @@ typedef struct rdma_xport_seg_ops {
  *   put/get   start moving len bytes between src/dst here and the peer's
  *             [raddr, raddr+len) (its key), on connection ctx (c->priv).
  *             *done = 1: finished already (the bytes are in place at both
- *             ends); else ev.rma_done(cookie) reports it, once.  When
+ *             ends); else ev.rma_done(cookie) reports it, once (also
+ *             after quiesce(), when the peer turns out dead).  When
  *             rma_done says RDMA_OK after a put, the bytes are in the
  *             peer's memory: a later access by any process sees them.
  *             RDMA_ERR_NOMEM: not now (queues, registration limits: the

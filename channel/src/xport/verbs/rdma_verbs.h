@@ -375,6 +375,9 @@ struct rdma_xport {
     int qp_timeout, in_order_override;  /* [fixed] */
     int n_connecting;           /* [cm] */
     int new_failures;           /* [main] */
+    int rma_orphans;            /* [main] quiesced connections found dead with
+                                 * one-sided operations in flight: progress()
+                                 * fails those without reporting the peer */
     int flag_polled;            /* [main] a connection polls memory: no CQE per arrival */
     double t_keepalive;         /* [main] */
     /* closed connections whose QP lingers, oldest first (rdma_verbs_conn_linger) */

@@ -84,8 +84,10 @@
  *
  * Closing.  closing() (a CH3 CLOSE arrived) makes every later frame
  * write signalled.  quiesce() (CH3's close handshake done) moves c to
- * CLOSED: no more keepalives, and a failure seen on it is dropped silently,
- * since the peer may exit as soon as its handshake is done.  close() drains
+ * CLOSED: no more keepalives, and a failure seen on it is not reported,
+ * since the peer may exit as soon as its handshake is done (or the owner
+ * already knows it died); one-sided operations still in flight on it fail
+ * through rma_done all the same (rma_orphans).  close() drains
  * first (rdma_verbs_drain): the last CLOSE the peer waits for may still
  * sit in our send queue, and destroying the QP would discard it; it waits
  * for the signalled frames only, never for a write posted after the peer
@@ -405,12 +407,17 @@ rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...)
         xp->n_connecting--;
     vc->cm = RDMA_VERBS_CM_DEAD;
     pthread_mutex_unlock(&xp->cm_lock);
-    if (vc->c->state == RDMA_CONN_FAILED || vc->c->state == RDMA_CONN_CLOSED)
-        return;                 /* reported once; after quiesce() not at all */
-    xp->new_failures++;
+    if (vc->c->state == RDMA_CONN_FAILED)
+        return;                 /* reported once */
     va_start(ap, fmt);
-    vsnprintf(xp->err, sizeof(xp->err), fmt, ap);
+    vsnprintf(vc->c->why, sizeof(vc->c->why), fmt, ap);
     va_end(ap);
+    if (vc->c->state == RDMA_CONN_CLOSED) {
+        xp->rma_orphans += vc->rma_tail != vc->rma_head;        /* fail those, silently */
+        return;
+    }
+    xp->new_failures++;
+    snprintf(xp->err, sizeof(xp->err), "%s", vc->c->why);
     rdma_conn_failed(vc->c, xp->err);
 }
 
@@ -477,10 +484,12 @@ RDMA_HOT rdma_status_t rdma_verbs_progress(rdma_xport_t * xp)
         }
         rdma_verbs_linger_reap(xp, now);
     }
-    if (xp->new_failures) {
-        xp->new_failures = 0;
+    if (xp->new_failures || xp->rma_orphans) {
+        n = xp->new_failures;
+        xp->new_failures = xp->rma_orphans = 0;
         rdma_verbs_rma_fail_dead(xp);
-        return RDMA_ERR_PEER;
+        if (n)
+            return RDMA_ERR_PEER;
     }
     return RDMA_OK;
 }
