@@ -139,6 +139,36 @@ static void case_many(unsigned char *b, unsigned char *r)
     report(errs, "6 in flight received in reverse order, MPI_Ssend, MPI_Sendrecv both ways");
 }
 
+/* More in flight than a connection takes reads at once (verbs: 16): 24
+ * receives of 256 KiB posted, then the sends; every one by the channel's
+ * rendezvous, none through CH3's (the later reads wait for room). */
+static void case_crowd(unsigned char *b, unsigned char *r)
+{
+    enum { N = 24 };
+    const size_t len = LEN / 4;
+    MPI_Request q[N];
+    MPI_Status sts[N];
+    unsigned long long before = tap_pvar(rank == 0 ? 0 : 1);
+    long errs = 0;
+    int i;
+
+    if (rank == 1)
+        for (i = 0; i < N; i++)
+            MPI_Irecv(r + i * len, (int) len, MPI_BYTE, 0, 200 + i, MPI_COMM_WORLD, &q[i]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        for (i = 0; i < N; i++) {
+            fill(b + i * len, len, 70 + i);
+            MPI_Isend(b + i * len, (int) len, MPI_BYTE, 1, 200 + i, MPI_COMM_WORLD, &q[i]);
+        }
+    if (rank < 2)
+        MPI_Waitall(N, q, sts);
+    for (i = 0; rank == 1 && i < N; i++)
+        errs += bad_bytes(r + i * len, len, 70 + i) != 0;
+    errs += path_check(before, N, 0, "crowd");
+    report(errs, "24 of 256 KiB in flight, receives posted first: none falls back");
+}
+
 /* Probe, then matched probe, then a receive too short (MPI_ERR_TRUNCATE). */
 static void case_probe(unsigned char *b, unsigned char *r)
 {
@@ -186,7 +216,7 @@ int main(int argc, char **argv)
     b = malloc(6 * (size_t) LEN);
     r = malloc(6 * (size_t) LEN);
     if (rank == 0)
-        printf("1..6\n");
+        printf("1..7\n");
     MPI_Barrier(MPI_COMM_WORLD);        /* connected: the first message may go */
     case_one(b, r, 0, 0, "1 MiB, receive posted");
     case_one(b, r, 1, 0, "1 MiB, message before its receive");
@@ -194,6 +224,7 @@ int main(int argc, char **argv)
     case_types(b, r);
     case_many(b, r);
     case_probe(b, r);
+    case_crowd(b, r);
     free(b);
     free(r);
     tap_pvars_close();

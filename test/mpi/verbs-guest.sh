@@ -179,9 +179,9 @@ expect_output 0 '^1\.\.7$' "verbs forced, 2 ranks: the same over RDMA on one nod
 expect_output 0 '^1\.\.7$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only" -- \
     env MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024 "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 # The channel's rendezvous (rdma_rndv.c): RDMA read into the receive buffer
-expect_output 0 '^ok 6 ' "verbs forced, rendezvous: 6 cases of 1 MiB read with RDMA, each on the path it should take" -- \
+expect_output 0 '^ok 7 ' "verbs forced, rendezvous: 7 cases (1 MiB; 24 of 256 KiB in flight) read with RDMA, each on the path it should take" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv"
-expect_output 0 '^ok 6 ' "2 nodes: the same across" -- \
+expect_output 0 '^ok 7 ' "2 nodes: the same across" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rndv"
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \

@@ -36,8 +36,10 @@
  * whose buffer is not contiguous or cannot be exposed sends CH3's RTS; a
  * receive buffer that is not contiguous or is shorter than the message
  * answers CH3's CTS (truncation is CH3's to report); a copy that is
- * refused (EPERM) or cannot start now (verbs: registration limits, a full
- * queue) ends in CH3's data: the receiver answers DONE {refused}, or the
+ * refused (EPERM) ends in CH3's data, and so does one that cannot start
+ * now (verbs: registration limits, a full queue) where no read is in
+ * flight on its link (with one, it waits in reads_wait and tries again
+ * when a read finishes): the receiver answers DONE {refused}, or the
  * sender's PUSHED {refused} turns its DONE into a CTS.  A receive waiting
  * for CH3's data (REFUSED) ignores PUSHED; that data overwrites whatever
  * was copied.  CH3's data, from zc's threshold, takes zc's zero-copy path,
@@ -56,7 +58,8 @@
 enum {
     RNDV_CH3 = 0,               /* CH3's RTS: CTS and data (ch3u_rndv.c) */
     RNDV_RTS,                   /* RDMA_RTS, not yet matched */
-    RNDV_READ,                  /* copies alone (not owed) */
+    RNDV_READ,                  /* copies alone (not owed); or waits in
+                                 * reads_wait for room on its link */
     RNDV_PUSH,                  /* copies its part, then waits for PUSHED (owed) */
     RNDV_REFUSED                /* waits for CH3's data (owed) */
 };
@@ -67,6 +70,13 @@ enum {
  * global critical section's. */
 static MPIR_Request *reads_done;
 static int reads_hook = -1;
+
+/* Receives whose read could not start for want of room on their link
+ * (RDMA_ERR_NOMEM with reads in flight there): a FIFO through
+ * ch.rndv_u.next, retried by reads_hook after any read finishes; one that
+ * finds no read in flight on its link goes through CH3's rendezvous.  The
+ * global critical section's. */
+static MPIR_Request *reads_wait, **reads_wait_tail = &reads_wait;
 
 static int rndv_ctl(MPIDI_VC_t * vc, int type, MPI_Request sreq_id, MPI_Request rreq_id,
                     int status, uint64_t raddr, uint64_t key, uint64_t off, uint64_t len)
@@ -228,10 +238,81 @@ static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
     st = rdma_chan_rndv_copy(l, 1, dst, off, rreq->ch.rndv_addr, rreq->ch.rndv_key, rreq, &done);
     if (st == RDMA_OK && !done)
         return MPI_SUCCESS;     /* MPIDI_CH3I_Rndv_read_done follows */
+    if (st == RDMA_ERR_NOMEM && l->rndv_copies > 0) {
+        rreq->ch.rndv_u.next = NULL;    /* a read in flight here makes room */
+        *reads_wait_tail = rreq;
+        reads_wait_tail = &rreq->ch.rndv_u.next;
+        return MPI_SUCCESS;
+    }
     return rndv_copied(vc, rreq, st);
 }
 
-/* Progress hook: DONE for the reads that finished. */
+/* rreq's read failed with its connection: it completes with the error. */
+static void rndv_read_failed(rdma_link_t * l, MPIR_Request * rreq)
+{
+    rreq->status.MPI_ERROR = MPIDI_CH3I_RDMA_peer_errno(l->xc.why[0] ? l->xc.why
+                                                        : MPIDI_CH3I_chan.msg);
+    MPID_Request_complete(rreq);
+}
+
+/* Where rreq's (contiguous) receive buffer starts. */
+static char *rndv_dst(const MPIR_Request * rreq)
+{
+    MPIR_Datatype *dtp;
+    MPI_Aint lb;
+    intptr_t sz;
+    int contig;
+
+    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, contig, sz, dtp, lb);
+    (void) contig, (void) sz, (void) dtp;
+    return MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
+}
+
+/* Start the read of waiting rreq again (its link had no room): 1 while it
+ * must wait more; else it is on its way (read, CH3's rendezvous, failed). */
+static int rndv_retry(MPIR_Request * rreq, int *mpi_errno)
+{
+    MPIDI_VC_t *vc;
+    rdma_link_t *l;
+    rdma_status_t st = RDMA_ERR_NOMEM;
+    int done = 0;
+
+    MPIDI_Comm_get_vc(rreq->comm, rreq->status.MPI_SOURCE, &vc);
+    l = MPIDI_CH3I_link(vc);
+    if (vc->ch.terminating == MPIDI_CH3I_TERM_FAILED) {
+        rndv_read_failed(l, rreq);
+        return 0;
+    }
+    if (l->xc.state == RDMA_CONN_READY)
+        st = rdma_chan_rndv_copy(l, 1, rndv_dst(rreq), (size_t) rreq->dev.recv_data_sz,
+                                 rreq->ch.rndv_addr, rreq->ch.rndv_key, rreq, &done);
+    if (st == RDMA_ERR_NOMEM && l->xc.state == RDMA_CONN_READY && l->rndv_copies > 0)
+        return 1;
+    if (st != RDMA_OK || done)
+        *mpi_errno = rndv_copied(vc, rreq, st);
+    return 0;
+}
+
+/* Retry the waiting receives, in order (a read finished: there may be
+ * room now). */
+static void rndv_retry_waiting(int *mpi_errno)
+{
+    MPIR_Request **p = &reads_wait, *rreq, *next;
+
+    while (*mpi_errno == MPI_SUCCESS && (rreq = *p) != NULL) {
+        next = rreq->ch.rndv_u.next;    /* rreq may be freed once on its way */
+        if (rndv_retry(rreq, mpi_errno))
+            p = &rreq->ch.rndv_u.next;
+        else
+            *p = next;
+    }
+    while (*p)
+        p = &(*p)->ch.rndv_u.next;
+    reads_wait_tail = p;
+}
+
+/* Progress hook: DONE for the reads that finished, then the waiting
+ * receives' turn. */
 static int rndv_reads_hook(int *made)
 {
     MPIR_Request *rreq;
@@ -244,6 +325,8 @@ static int rndv_reads_hook(int *made)
         MPIDI_Comm_get_vc(rreq->comm, rreq->status.MPI_SOURCE, &vc);
         mpi_errno = rndv_copied(vc, rreq, RDMA_OK);
     }
+    if (mpi_errno == MPI_SUCCESS)
+        rndv_retry_waiting(&mpi_errno);
     if (reads_done == NULL)
         MPIR_Progress_hook_deactivate(reads_hook);
     return mpi_errno;
@@ -252,9 +335,10 @@ static int rndv_reads_hook(int *made)
 void MPIDI_CH3I_Rndv_read_done(rdma_link_t * l, MPIR_Request * rreq, rdma_status_t st)
 {
     rdma_chan_rndv_copied(l);
+    if (reads_wait)
+        MPIR_Progress_hook_activate(reads_hook);
     if (st != RDMA_OK) {
-        rreq->status.MPI_ERROR = MPIDI_CH3I_RDMA_peer_errno(l->xc.why);
-        MPID_Request_complete(rreq);
+        rndv_read_failed(l, rreq);
         return;
     }
     rreq->ch.rndv_u.next = reads_done;
