@@ -214,6 +214,17 @@ static int rndv_split(MPIDI_VC_t * vc, MPIR_Request * rreq, char *dst, size_t le
                     (uintptr_t) dst + *off, key, *off, len - *off);
 }
 
+/* Where rreq's receive buffer starts, if *contig (its *size bytes). */
+static char *rndv_dst(const MPIR_Request * rreq, int *contig, intptr_t * size)
+{
+    MPIR_Datatype *dtp;
+    MPI_Aint lb;
+
+    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, *contig, *size, dtp, lb);
+    (void) dtp;
+    return MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
+}
+
 /* vc->rndvRecv_fn: rreq, a rendezvous receive, was matched. */
 static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
 {
@@ -221,17 +232,14 @@ static int rndv_recv(MPIDI_VC_t * vc, MPIR_Request * rreq)
     size_t len = (size_t) rreq->dev.recv_data_sz, off;
     intptr_t user_sz;
     int contig, done = 0, mpi_errno;
-    MPIR_Datatype *dtp;
-    MPI_Aint lb;
     char *dst;
     rdma_status_t st;
 
     if (rreq->ch.rndv != RNDV_RTS)
         return MPIDI_CH3_RecvRndv(vc, rreq);
-    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, contig, user_sz, dtp, lb);
+    dst = rndv_dst(rreq, &contig, &user_sz);
     if (!contig || (size_t) user_sz < len || l->xc.state != RDMA_CONN_READY)
         return rndv_recv_ch3(vc, rreq);
-    dst = MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
     mpi_errno = rndv_split(vc, rreq, dst, len, &off);
     if (mpi_errno)
         return mpi_errno;
@@ -255,27 +263,15 @@ static void rndv_read_failed(rdma_link_t * l, MPIR_Request * rreq)
     MPID_Request_complete(rreq);
 }
 
-/* Where rreq's (contiguous) receive buffer starts. */
-static char *rndv_dst(const MPIR_Request * rreq)
-{
-    MPIR_Datatype *dtp;
-    MPI_Aint lb;
-    intptr_t sz;
-    int contig;
-
-    MPIDI_Datatype_get_info(rreq->dev.user_count, rreq->dev.datatype, contig, sz, dtp, lb);
-    (void) contig, (void) sz, (void) dtp;
-    return MPIR_get_contig_ptr(rreq->dev.user_buf, lb);
-}
-
 /* Start the read of waiting rreq again (its link had no room): 1 while it
  * must wait more; else it is on its way (read, CH3's rendezvous, failed). */
 static int rndv_retry(MPIR_Request * rreq, int *mpi_errno)
 {
     MPIDI_VC_t *vc;
     rdma_link_t *l;
-    rdma_status_t st = RDMA_ERR_NOMEM;
-    int done = 0;
+    rdma_status_t st = RDMA_ERR_NOMEM;  /* a link no longer READY: CH3's rendezvous */
+    intptr_t sz;
+    int contig, done = 0;
 
     MPIDI_Comm_get_vc(rreq->comm, rreq->status.MPI_SOURCE, &vc);
     l = MPIDI_CH3I_link(vc);
@@ -283,11 +279,13 @@ static int rndv_retry(MPIR_Request * rreq, int *mpi_errno)
         rndv_read_failed(l, rreq);
         return 0;
     }
-    if (l->xc.state == RDMA_CONN_READY)
-        st = rdma_chan_rndv_copy(l, 1, rndv_dst(rreq), (size_t) rreq->dev.recv_data_sz,
-                                 rreq->ch.rndv_addr, rreq->ch.rndv_key, rreq, &done);
-    if (st == RDMA_ERR_NOMEM && l->xc.state == RDMA_CONN_READY && l->rndv_copies > 0)
-        return 1;
+    if (l->xc.state == RDMA_CONN_READY) {
+        st = rdma_chan_rndv_copy(l, 1, rndv_dst(rreq, &contig, &sz),
+                                 (size_t) rreq->dev.recv_data_sz, rreq->ch.rndv_addr,
+                                 rreq->ch.rndv_key, rreq, &done);
+        if (st == RDMA_ERR_NOMEM && l->rndv_copies > 0)
+            return 1;
+    }
     if (st != RDMA_OK || done)
         *mpi_errno = rndv_copied(vc, rreq, st);
     return 0;
