@@ -31,7 +31,8 @@
 #define ZLEN (8u << 20)         /* zcopy scenario: bytes read */
 
 enum { EXT_ZCOPY = 1, EXT_FORGE = 2, EXT_QUEUES = 3, EXT_WINDOW = 4, EXT_REJECTS = 5,
-    EXT_TWIN = 6, EXT_VERSION = 7, EXT_SRQ = 8, EXT_ORPHAN = 9
+    EXT_TWIN = 6, EXT_VERSION = 7, EXT_SRQ = 8, EXT_ORPHAN = 9,
+    EXT_ABORT = 10
 };
 #define REJECTS 100             /* refusals in a row: more than RDMA_VERBS_REJ_AH */
 
@@ -142,7 +143,9 @@ static void rank_zcopy_take(node_t * nd)
  * get from it is posted, then the connection quiesced (as the channel
  * does when the process manager reports the peer dead): the get still
  * fails, reported once by rma_done within the connection timeout, and
- * progress() reports nothing (the owner knows already). */
+ * progress() reports nothing (the owner knows already).  abort: the owner
+ * then aborts the connection too (the process manager said the peer
+ * died): the get fails within 2 s, long before the timeout (30 s). */
 static void rank_orphan_get(node_t * nd)
 {
     rdma_link_t *c = &nd->conns[1];
@@ -163,6 +166,10 @@ static void rank_orphan_get(node_t * nd)
     rdma_xport_verbs.quiesce(nd->xp, &c->xc);
     t0 = conform_now();
     limit = t0 + 4 * nd->sc->timeout;
+    if (nd->sc->ext == EXT_ABORT) {
+        rdma_xport_verbs.abort(nd->xp, &c->xc);
+        limit = t0 + 2;
+    }
     while (flag == 0 && conform_now() < limit)
         conform_progress(nd);
     conform_say(nd, "D get from the exited peer on the quiesced connection: %s after %.1f s "
@@ -412,7 +419,7 @@ static void verbs_hook(node_t * nd, int phase)
         rank_window_check(nd);
     if (nd->sc->ext == EXT_ZCOPY && phase == CONFORM_DATA)
         nd->rank == 1 ? rank_zcopy_offer(nd) : rank_zcopy_take(nd);
-    if (nd->sc->ext == EXT_ORPHAN && phase == CONFORM_DATA) {
+    if ((nd->sc->ext == EXT_ORPHAN || nd->sc->ext == EXT_ABORT) && phase == CONFORM_DATA) {
         if (nd->rank == 1) {
             rank_zcopy_offer(nd);
             _exit(0);
@@ -501,6 +508,9 @@ static const conform_case_t verbs_cases[] = {
      "quiesced the connection (the process manager said the peer died): rma_done fails it "
      "within the timeout (3 s), progress reports nothing", {.ext = EXT_ORPHAN, .timeout = 3},
      NULL},
+    {"abort", "orphan, then the owner aborts the connection (timeout 30 s): the get fails "
+     "within 2 s, not at the retries' end; progress reports nothing",
+     {.ext = EXT_ABORT, .timeout = 30}, NULL},
     {"forged", "connection requests without the peer's auth are dropped and counted "
      "(timeout 3 s)", {.ext = EXT_FORGE, .ext_fails = 1, .timeout = 3},
      "did not answer the connection request"},

@@ -130,5 +130,6 @@ int MPIDI_CH3I_VC_dead(MPIDI_VC_t * vc)
 
     MPIDI_CH3I_RDMA_dead_why(vc, why, sizeof(why));
     mpi_errno = MPIDI_CH3I_VC_fail(vc, why);
+    rdma_link_abort(MPIDI_CH3I_link(vc));       /* its reads in flight fail now */
     return drained != MPI_SUCCESS ? drained : mpi_errno;
 }

@@ -81,6 +81,12 @@ void rdma_link_quiesce(rdma_link_t * l)
     l->xc.ops->quiesce(l->xc.xport, &l->xc);
 }
 
+void rdma_link_abort(rdma_link_t * l)
+{
+    if (l->xc.state == RDMA_CONN_CLOSED && l->xc.ops->abort)
+        l->xc.ops->abort(l->xc.xport, &l->xc);
+}
+
 int rdma_link_report(const rdma_link_t * l, char *buf, size_t len)
 {
     const zc_stats_t *st = &l->zc.stats;

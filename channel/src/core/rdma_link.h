@@ -129,6 +129,11 @@ void rdma_link_closing(rdma_link_t * l);
  * nothing that fails on it from here on is an error). */
 void rdma_link_quiesce(rdma_link_t * l);
 
+/* l's peer is dead (its process manager said so), l quiesced: what is in
+ * flight on it ends now (xport abort()) instead of at the transport's
+ * timeout. */
+void rdma_link_abort(rdma_link_t * l);
+
 /* One line: which path large parts took (by size), ring frames and
  * writes; 0 (nothing written) if no large part moved. */
 int rdma_link_report(const rdma_link_t * l, char *buf, size_t len);

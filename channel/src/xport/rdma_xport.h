@@ -37,6 +37,12 @@
  *               liveness checks stop and a failure seen on c afterwards is
  *               not reported, since the peer may now exit.  c's memory stays
  *               valid (late credit writes of the peer land there).
+ *   abort()     (optional) after quiesce(): the owner learnt that c's peer
+ *               is dead (its process manager said so).  What is still in
+ *               flight on c ends now: the device writes nothing more into
+ *               our memory for it, and its one-sided operations fail
+ *               through rma_done on the next progress(), not at the
+ *               transport's own timeout.  c stays CLOSED.
  *   close()     releases one connection: first waits, bounded, until the
  *               writes already posted on it have landed (the peer may still
  *               wait for the last one), then frees it.  The owner may then
@@ -273,6 +279,7 @@ struct rdma_xport_ops {
     rdma_status_t (*progress) (rdma_xport_t * xp);
     void (*closing) (rdma_xport_t * xp, rdma_conn_t * c);      /* NULL: nothing to do */
     rdma_status_t (*quiesce) (rdma_xport_t * xp, rdma_conn_t * c);
+    void (*abort) (rdma_xport_t * xp, rdma_conn_t * c); /* NULL: nothing in flight */
     rdma_status_t (*close) (rdma_xport_t * xp, rdma_conn_t * c);
     rdma_status_t (*finalize) (rdma_xport_t * xp);
     const char *(*error) (const rdma_xport_t * xp);

@@ -509,6 +509,7 @@ rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t l
                               uint64_t raddr, uint32_t rkey, int imm, int flags);
 int rdma_verbs_cq_poll(rdma_xport_t * xp);
 void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c);
+void rdma_verbs_abort(rdma_xport_t * xp, rdma_conn_t * c);
 int rdma_verbs_drain(rdma_verbs_conn_t * vc);
 rdma_status_t rdma_verbs_progress(rdma_xport_t * xp);
 int rdma_verbs_wait_arm(rdma_xport_t * xp);

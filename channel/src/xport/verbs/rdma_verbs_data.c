@@ -317,6 +317,25 @@ void rdma_verbs_closing(rdma_xport_t * xp, rdma_conn_t * c)
         vc->last_frames = 1;
 }
 
+/* abort(): c's peer is dead.  Its QP goes to ERR, which stops the device's
+ * writes into our memory for it (a read's response) and flushes what is
+ * posted; its one-sided operations fail on the next progress()
+ * (rma_orphans), not after retry_cnt ACK timeouts (30 s at the default
+ * timeout).  The flushed completions find vc dead and are dropped. */
+void rdma_verbs_abort(rdma_xport_t * xp, rdma_conn_t * c)
+{
+    rdma_verbs_conn_t *vc = c->priv;
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR };
+
+    (void) xp;
+    if (vc == NULL || vc->cm == RDMA_VERBS_CM_DEAD || c->state != RDMA_CONN_CLOSED)
+        return;
+    if (vc->qp)
+        (void) ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
+    rdma_verbs_conn_fail(vc, "%s on %s is dead: its operations in flight abandoned", vc->who,
+                         vc->host);
+}
+
 /* Before close() destroys vc's QP: wait until the frames posted on it have
  * landed at the peer, which may still wait for the last one (CH3's CLOSE
  * ack).  After closing() those frames were signalled, and nothing written

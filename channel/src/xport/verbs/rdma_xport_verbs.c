@@ -219,6 +219,7 @@ const rdma_xport_ops_t rdma_xport_verbs = {
     .progress = rdma_verbs_progress,
     .closing = rdma_verbs_closing,
     .quiesce = rdma_xport_quiesce_plain,
+    .abort = rdma_verbs_abort,
     .close = rdma_verbs_close,
     .finalize = rdma_verbs_finalize,
     .error = rdma_verbs_error,
