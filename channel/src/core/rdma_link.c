@@ -81,7 +81,7 @@ void rdma_link_quiesce(rdma_link_t * l)
     l->xc.ops->quiesce(l->xc.xport, &l->xc);
 }
 
-void rdma_link_abort(rdma_link_t * l)
+__attribute__ ((cold)) void rdma_link_abort(rdma_link_t * l)
 {
     if (l->xc.state == RDMA_CONN_CLOSED && l->xc.ops->abort)
         l->xc.ops->abort(l->xc.xport, &l->xc);

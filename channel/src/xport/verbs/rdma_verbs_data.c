@@ -328,7 +328,7 @@ void rdma_verbs_abort(rdma_xport_t * xp, rdma_conn_t * c)
     struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR };
 
     (void) xp;
-    if (vc == NULL || vc->cm == RDMA_VERBS_CM_DEAD || c->state != RDMA_CONN_CLOSED)
+    if (vc == NULL || vc->cm == RDMA_VERBS_CM_DEAD)
         return;
     if (vc->qp)
         (void) ibv_modify_qp(vc->qp, &a, IBV_QP_STATE);
