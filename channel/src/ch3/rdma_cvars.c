@@ -305,10 +305,10 @@ cvars:
       description : >-
         Bytes from which a contiguous message part takes the zero-copy
         rendezvous (unless LARGE_PROTOCOL=copy).  -1 (auto): 32768 over
-        verbs, 262144 on shared memory (below it the ring's copy took less
-        time than a CMA rendezvous); else 1024..1073741824.  One-sided
-        operations into MPI_Win_create windows on the node go direct from
-        this size, 32768 when auto.
+        verbs, 196608 on shared memory (below it the ring's copy moved a
+        stream of messages faster than a CMA rendezvous); else
+        1024..1073741824.  (One-sided operations on the node go direct
+        from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN instead.)
 
     - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
       category    : CH3_RDMA
@@ -651,13 +651,13 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
 }
 
 /* ZCOPY_THRESHOLD=-1.  Over verbs the RDMA-read rendezvous pays from 32
- * KiB.  On shared memory a CMA rendezvous (REQ, the split copy, FIN, and
- * CH3's RTS/CTS above its eager limit) took more time than the ring's copy
- * up to 128 KiB and less from 256 KiB, where the probe chose zero-copy
- * (host H, 2026-12-02, ab.sh 9 pairs against ch3:nemesis: ring 0.71, 0.78,
- * 1.09; zero-copy 1.22, 1.07, 0.98 at 64, 128, 256 KiB; docs/results/shm.md). */
+ * KiB.  On shared memory the one-rendezvous CMA copy (rdma_rndv.c) took
+ * less time than CH3's RTS/CTS and the ring's copy from 128 KiB, but moved
+ * a stream of messages slower up to about 185 KB; from 192 KiB it won
+ * both (host H, 2026-12-05, ab.sh 7-9 pairs, same build: latency 0.82-0.89,
+ * bandwidth 0.91-1.28 at 192-256 KiB; docs/results/shm.md). */
 #define RDMA_ZCOPY_MIN_VERBS 32768
-#define RDMA_ZCOPY_MIN_SHM 262144
+#define RDMA_ZCOPY_MIN_SHM 196608
 
 static rdma_status_t rdma_zc_config_get(zc_config_t * zc, char *msg, size_t len)
 {
