@@ -64,11 +64,15 @@ static inline int recv_header(MPIDI_VC_t * vc, MPIDI_CH3_Pkt_t * pkt, void *data
 }
 
 /* Point-to-point packets may be handled where they lie in the ring: their
- * handlers neither close the VC nor keep the header. */
+ * handlers neither close the VC nor keep the header.  The rendezvous'
+ * control packets (rdma_rndv.c) too: assembling one in vc->ch.pkt took
+ * 0.16 us of each hop, in place 0.03 (shm, a 256 KiB ping-pong). */
 static int recv_in_place_ok(const MPIDI_CH3_Pkt_t * pkt)
 {
     return pkt->type == MPIDI_CH3_PKT_EAGERSHORT_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SEND
-        || pkt->type == MPIDI_CH3_PKT_READY_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND;
+        || pkt->type == MPIDI_CH3_PKT_READY_SEND || pkt->type == MPIDI_CH3_PKT_EAGER_SYNC_SEND
+        || pkt->type == MPIDI_CH3_PKT_RDMA_RTS || pkt->type == MPIDI_CH3_PKT_RDMA_PUSH
+        || pkt->type == MPIDI_CH3_PKT_RDMA_PUSHED || pkt->type == MPIDI_CH3_PKT_RDMA_DONE;
 }
 
 /* Header bytes still to read into vc->ch.pkt: its type first, then as
