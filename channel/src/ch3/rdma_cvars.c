@@ -653,9 +653,10 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
 /* ZCOPY_THRESHOLD=-1.  Over verbs the RDMA-read rendezvous pays from 32
  * KiB.  On shared memory the one-rendezvous CMA copy (rdma_rndv.c) took
  * less time than CH3's RTS/CTS and the ring's copy from 128 KiB, but moved
- * a stream of messages slower up to about 185 KB; from 192 KiB it won
- * both (host H, 2026-12-05, ab.sh 7-9 pairs, same build: latency 0.82-0.89,
- * bandwidth 0.91-1.28 at 192-256 KiB; docs/results/shm.md). */
+ * a stream of messages slower up to about 185 KB; from 192 KiB it took
+ * 0.82-0.89 of the time and moved a stream as fast (0.91-1.05; sizes left
+ * alone 0.95-1.11) (host H, 2026-12-05, ab.sh 9 pairs, same build;
+ * docs/results/shm.md). */
 #define RDMA_ZCOPY_MIN_VERBS 32768
 #define RDMA_ZCOPY_MIN_SHM 196608
 
