@@ -25,7 +25,8 @@
  * version may keep its predecessor's fingerprint when what changed is
  * CH3's packets (channel/include/mpidi_ch3_pre.h), which need MPICH's
  * headers: 6 added the rendezvous packets (RDMA_RTS, PUSH, PUSHED, DONE);
- * 7 sends RDMA_RTS over verbs too, with an rkey a 6 would take for CMA's. */
+ * 7 sends RDMA_RTS over verbs too, with an rkey a 6 would take for CMA's;
+ * 8 sends shm frames of 32 KiB by default, which a 7 (16 KiB) refuses. */
 static const struct {
     int version;
     uint64_t fp;
@@ -34,6 +35,7 @@ static const struct {
     {5, UINT64_C(0x269f9a187269dc8)},
     {6, UINT64_C(0x269f9a187269dc8)},
     {7, UINT64_C(0x269f9a187269dc8)},
+    {8, UINT64_C(0x269f9a187269dc8)},
 };
 
 /* t_wire_verbs.c (the transports' private headers cannot meet in one

@@ -78,15 +78,16 @@ cvars:
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK
       category    : CH3_RDMA
       type        : int
-      default     : 16384
+      default     : -1
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
       description : >-
         PIPELINE=fixed: largest frame (bytes, header included) written to
         the ring at once; longer messages are pipelined in frames of this
-        size (P3 uses 16 KiB).  A multiple of RING_CHUNK, at most
-        RING_SIZE/2.
+        size.  -1: 32768 on shared memory (docs/tuning.md says why), 16384
+        over verbs (P3's), at most RING_SIZE/2; else a multiple of
+        RING_CHUNK, at most RING_SIZE/2.
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE
       category    : CH3_RDMA
@@ -518,6 +519,14 @@ static rdma_status_t rdma_superpipe_config(rb_config_t * cfg, int apply, char *m
     goto fn_exit;
 }
 
+/* PIPELINE_CHUNK -1.  Verbs keeps P3's 16 KiB (PIPELINE=fixed only: auto
+ * runs the superpipeline there).  Shared memory: 32 KiB frames, host H
+ * 2026-12-05 against 16 KiB (same build, 5 alternating pairs): latency
+ * 0.83-0.94 at 16-128 KiB, bandwidth 1.17-1.22x, bidirectional 1.38-1.54x;
+ * 64 KiB frames moved 5-10% more in a stream but took 1.09-1.18x 32 KiB's
+ * latency at 64-128 KiB (docs/results/shm.md). */
+enum { RDMA_FRAME_SHM = 32768, RDMA_FRAME_VERBS = 16384 };
+
 /* Pipe geometry from the CVARs, for shm and for verbs connections (which
  * differ in the pipeline: PIPELINE=auto runs the superpipeline over verbs
  * only); every violation names the variable and its allowed range. */
@@ -545,8 +554,9 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
                4 * chunk, ring);
     CVAR_CHECK(!strcmp(pl, "auto") || !strcmp(pl, "super") || !strcmp(pl, "fixed"),
                "MPIR_CVAR_CH3_RDMA_PIPELINE=%s: allowed auto, super or fixed", pl);
-    CVAR_CHECK(!strcmp(pl, "super") || (frame >= chunk && frame <= ring / 2 && frame % chunk == 0),
-               "MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=%ld: allowed a multiple of %ld (RING_CHUNK) in %ld..%ld (RING_SIZE/2)",
+    CVAR_CHECK(frame == -1 || !strcmp(pl, "super")
+               || (frame >= chunk && frame <= ring / 2 && frame % chunk == 0),
+               "MPIR_CVAR_CH3_RDMA_PIPELINE_CHUNK=%ld: allowed -1 (auto) or a multiple of %ld (RING_CHUNK) in %ld..%ld (RING_SIZE/2)",
                frame, chunk, chunk, ring / 2);
     if (thr == 0)
         thr = ring / 4;
@@ -567,7 +577,7 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     shm->ring_size = shm_init;  /* rings grow (rb_pipe.h) from the first size */
     shm->ring_max = ring > shm_init ? ring : 0;
     shm->chunk_size = shm_chunk;
-    shm->max_frame = frame;
+    shm->max_frame = frame == -1 ? MPL_MIN(RDMA_FRAME_SHM, ring / 2) : frame;
     shm->credit_threshold = thr;
     shm->hot_window = hot;
     shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
@@ -578,6 +588,7 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     rdma->ring_size = init;
     rdma->ring_max = ring > init ? ring : 0;
     rdma->flag_publishes = 0;
+    rdma->max_frame = frame == -1 ? MPL_MIN(RDMA_FRAME_VERBS, ring / 2) : frame;
     st = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

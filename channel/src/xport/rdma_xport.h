@@ -81,9 +81,10 @@
  * written) and fails until the new fingerprint is recorded under a new
  * version.  The fields that carry the version itself (the verbs CM head,
  * the first words of shm_hdr_t and shm_link_t) never move. */
-#define RDMA_WIRE_VERSION 7     /* 3 and below: shm only (SHM_VERSION); 5: BYE frames, WAIT;
+#define RDMA_WIRE_VERSION 8     /* 3 and below: shm only (SHM_VERSION); 5: BYE frames, WAIT;
                                  * 6: the channel's rendezvous packets (rdma_rndv.c);
-                                 * 7: RDMA_RTS over verbs too (its key an rkey to read) */
+                                 * 7: RDMA_RTS over verbs too (its key an rkey to read);
+                                 * 8: shm frames up to 32 KiB by default (a 7 drops them) */
 #include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
 
 typedef enum {                  /* in this order: rdma_chan_getv compares */

@@ -7,7 +7,7 @@
  * memcpy, a process_vm_readv of its own memory (CMA walks and pins every
  * page first), and the ring's pipelined copy between two cores: a helper
  * thread on another CPU copies 16 KiB frames into a 512 KiB ring (the
- * defaults) while this thread copies them out.  Where CMA takes over
+ * defaults when RDMA_SHM_CMA_SLOW was fitted) while this thread copies them out.  Where CMA takes over
  * RDMA_SHM_CMA_SLOW times the ring's time, large parts go through the ring.
  *
  * Why the ring is timed, not modelled: the ring's cross-core copy moves
