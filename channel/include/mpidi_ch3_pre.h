@@ -24,6 +24,11 @@ void MPIDI_CH3I_early_buf_free(void *p, size_t len);
 #define MPIDI_CH3_EARLY_BUF_ALLOC(sz_) MPIDI_CH3I_early_buf_alloc((size_t) (sz_))
 #define MPIDI_CH3_EARLY_BUF_FREE(p_, sz_) MPIDI_CH3I_early_buf_free((p_), (size_t) (sz_))
 
+/* MPI_Alloc_mem and MPI_Free_mem (src/ch3/rdma_win.c): large blocks in
+ * transparent huge pages. */
+#define MPIDI_CH3I_HAS_ALLOC_MEM
+#define MPIDI_CH3I_HAS_FREE_MEM
+
 /* The VC's link (rdma_link_t, src/core/rdma_link.h: transport connection,
  * pipe, rendezvous) held in place but opaque: MPICH's translation units see
  * its size only, the channel reaches it through MPIDI_CH3I_link(vc)

@@ -3,7 +3,7 @@
  *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
  *       [--reps R] [--window W]
  *       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]
- *       [--spectrum N] [--first-touch] [--iters N] [--warmup N]
+ *       [--spectrum N] [--first-touch] [--alloc-mem] [--iters N] [--warmup N]
  *
  * Tests (rank 0 <-> rank 1):
  *   latency  ping-pong; time per message is half a round trip
@@ -26,7 +26,8 @@
  * connection after 200 untimed ones).
  * With --first-touch every iteration uses freshly malloc'ed buffers,
  * touched once before the (per-iteration, barrier-aligned) timed part;
- * otherwise the same buffers serve every iteration.
+ * otherwise the same buffers serve every iteration.  With --alloc-mem
+ * the message buffers come from MPI_Alloc_mem instead of malloc.
  *
  * Output: comment lines starting with '#', then one line per test and size
  * under the header "# test size_bytes median_us median_MBps", where
@@ -54,7 +55,7 @@ struct test {
 
 static struct {
     size_t min, max;
-    int pct5, reps, window, first_touch, spectrum;
+    int pct5, reps, window, first_touch, spectrum, alloc_mem;
     int iters, warmup; /* > 0 (>= 0): fixed counts per measurement */
     unsigned tests;    /* bit i: tests[i] selected */
 } opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU};
@@ -247,7 +248,7 @@ static void usage(int status)
         fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
               "       [--reps R] [--window W]\n"
               "       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]\n"
-              "       [--spectrum N] [--first-touch] [--iters N] [--warmup N]\n",
+              "       [--spectrum N] [--first-touch] [--alloc-mem] [--iters N] [--warmup N]\n",
               status ? stderr : stdout);
     MPI_Finalize();
     exit(status);
@@ -261,6 +262,8 @@ static void parse_args(int argc, char **argv)
             usage(0);
         else if (!strcmp(a, "--first-touch"))
             opt.first_touch = 1;
+        else if (!strcmp(a, "--alloc-mem"))
+            opt.alloc_mem = 1;
         else if (!v)
             usage(1);
         else if (!strcmp(a, "--min"))
@@ -296,11 +299,23 @@ static size_t next_size(size_t n)
 
 static char *touched(size_t n, int fill)
 {
-    char *p = malloc(n);
+    char *p = NULL;
+    if (opt.alloc_mem)
+        MPI_Alloc_mem((MPI_Aint)n, MPI_INFO_NULL, &p);
+    else
+        p = malloc(n);
     if (!p)
         die("out of memory");
     memset(p, fill, n);
     return p;
+}
+
+static void release(char *p)
+{
+    if (opt.alloc_mem && p)
+        MPI_Free_mem(p);
+    else
+        free(p);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -339,7 +354,7 @@ static double one_rep(const struct test *t, size_t n, int w, int warm, int iters
             total += MPI_Wtime() - t0;
     }
     for (int i = 0; i < 2 * (warm + iters); i++)
-        free(fresh[i]);
+        release(fresh[i]);
     free(fresh);
     return total / iters;
 }
@@ -369,8 +384,8 @@ static double measure(const struct test *t, size_t n, double *times)
     }
     for (int k = 0; k < opt.reps; k++)
         times[k] = one_rep(t, n, w, warm, (int)iters, s, r);
-    free(s);
-    free(r);
+    release(s);
+    release(r);
     spectrum_free();
     if (rank != 0)
         return 0;
@@ -404,8 +419,9 @@ static void print_header(void)
         if (line == lib || strstr(line, "Device"))
             printf("# library: %s\n", line);
     printf("# mpi_bench: reps %d (median), window %d (at most %lu MiB per window), "
-           "steps %s, buffers %s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
-           opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused");
+           "steps %s, buffers %s%s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
+           opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused",
+           opt.alloc_mem ? " from MPI_Alloc_mem" : "");
     if (opt.tests & 1U << T_SPECTRUM)
         printf("# spectrum: up to %d buffers on separate pages, buffer i used i times\n",
                opt.spectrum);

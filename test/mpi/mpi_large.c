@@ -93,6 +93,33 @@ static void realloc_cycle(void)
     report(errs, "8 MiB malloc/free cycles on both sides, data verified");
 }
 
+/* MPI_Alloc_mem blocks: from 2 MiB whole transparent huge pages (the
+ * channel's MPIDI_CH3I_Alloc_mem), so 2 MiB-aligned; data verified at
+ * unaligned offsets, each size allocated and freed twice (the second block
+ * may get the first's address, with new contents). */
+static void alloc_mem(size_t max)
+{
+    long errs = 0, misaligned = 0;
+    size_t n;
+    char what[160];
+
+    for (n = MiB; n <= max; n *= 2)
+        for (int i = 0; i < 2; i++) {
+            unsigned char *b = NULL, *r = NULL;
+
+            MPI_Alloc_mem((MPI_Aint) (n + 64), MPI_INFO_NULL, &b);
+            MPI_Alloc_mem((MPI_Aint) (n + 64), MPI_INFO_NULL, &r);
+            if (n >= 2 * MiB)
+                misaligned += ((uintptr_t) b | (uintptr_t) r) % (2 * MiB) != 0;
+            errs += xfer(b + i, r + 3, n, (unsigned) (n + i));
+            MPI_Free_mem(b);
+            MPI_Free_mem(r);
+        }
+    snprintf(what, sizeof(what), "MPI_Alloc_mem 1..%zu MiB, twice each, verified; "
+             "%ld blocks of 2 MiB or more not 2 MiB-aligned", max / MiB, misaligned);
+    report(errs + misaligned, what);
+}
+
 /* Sizes around the threshold and the ring, unaligned on both sides. */
 static void sizes(size_t max)
 {
@@ -213,7 +240,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 0)
-        printf("1..%d\n", max ? 6 + big : big);
+        printf("1..%d\n", max ? 7 + big : big);
     if (max) {
         sizes(max);
         remap(0);
@@ -221,6 +248,7 @@ int main(int argc, char **argv)
         realloc_cycle();
         vector();
         crossing();
+        alloc_mem(max);
     }
     if (big)
         huge(argc > 3 ? strtoul(argv[3], NULL, 0) : 2049, argc < 5 ? 0 :

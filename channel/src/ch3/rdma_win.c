@@ -17,6 +17,9 @@
  * through CH3's issue path, where rdma_rma.c does contiguous puts and
  * gets directly.
  *
+ * MPI_Alloc_mem (MPIDI_CH3I_Alloc_mem): blocks of 2 MiB and more are
+ * whole 2 MiB-aligned pages advised as transparent huge pages.
+ *
  * Node communicators group the node's ranks whenever segments can be
  * made: the shm transport is open (MPIR_CVAR_CH3_RDMA_TRANSPORT is not
  * verbs) and the OS has process-shared mutexes.
@@ -24,6 +27,8 @@
 #include "rdma_glue.h"
 #include "mpir_info.h"
 #include "mpidrma.h"
+#include <sys/mman.h>
+#include "uthash.h"
 
 #define RDMA_WIN_PAGE ((MPI_Aint) 4096)
 
@@ -267,5 +272,66 @@ int MPIDI_CH3_Win_hooks_init(MPIDI_CH3U_Win_hooks_t * win_hooks)
 int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_orderings)
 {
     win_pkt_orderings->am_flush_ordered = 1;
+    return MPI_SUCCESS;
+}
+
+/* MPI_Alloc_mem from RDMA_HUGE bytes on: a mapping of whole huge pages,
+ * aligned, advised MADV_HUGEPAGE (a no-op where THP is off), so a CMA
+ * copy pins and walks 512x fewer pages, as would a verbs registration.
+ * Host H 2026-12-05: a 4 MiB process_vm_readv moved 40 GB/s from huge
+ * pages, 20 from small ones; ping-pong messages of 2-16 MiB between such
+ * blocks took 0.38-0.53x ch3:nemesis' time (docs/results/shm.md).
+ * rdma_huge_maps: only MPI_Alloc_mem and MPI_Free_mem touch it, under
+ * MPICH's global critical section (MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX). */
+enum { RDMA_HUGE = 2 << 20 };
+typedef struct rdma_huge {
+    void *ptr;
+    size_t len;
+    UT_hash_handle hh;
+} rdma_huge_t;
+static rdma_huge_t *rdma_huge_maps;
+
+void *MPIDI_CH3I_Alloc_mem(MPI_Aint size, MPIR_Info * info_ptr)
+{
+    size_t len = ((size_t) size + RDMA_HUGE - 1) & ~((size_t) RDMA_HUGE - 1);
+    uintptr_t base, p;
+    rdma_huge_t *h;
+    void *m;
+
+    (void) info_ptr;
+    if (size < RDMA_HUGE)
+        return MPL_malloc(size, MPL_MEM_USER);
+    h = MPL_malloc(sizeof(*h), MPL_MEM_RMA);
+    if (!h)
+        return NULL;
+    m = mmap(NULL, len + RDMA_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        MPL_free(h);
+        return NULL;
+    }
+    base = (uintptr_t) m;
+    p = (base + RDMA_HUGE - 1) & ~((uintptr_t) RDMA_HUGE - 1);
+    if (p > base)               /* keep only the aligned pages */
+        munmap(m, p - base);
+    munmap((void *) (p + len), base + RDMA_HUGE - p);
+    madvise((void *) p, len, MADV_HUGEPAGE);
+    h->ptr = (void *) p;
+    h->len = len;
+    HASH_ADD_PTR(rdma_huge_maps, ptr, h, MPL_MEM_RMA);
+    return h->ptr;
+}
+
+int MPIDI_CH3I_Free_mem(void *ptr)
+{
+    rdma_huge_t *h;
+
+    HASH_FIND_PTR(rdma_huge_maps, &ptr, h);
+    if (!h) {
+        MPL_free(ptr);
+        return MPI_SUCCESS;
+    }
+    HASH_DEL(rdma_huge_maps, h);
+    munmap(h->ptr, h->len);
+    MPL_free(h);
     return MPI_SUCCESS;
 }
