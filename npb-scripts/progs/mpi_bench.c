@@ -55,10 +55,11 @@ struct test {
 
 static struct {
     size_t min, max;
-    int pct5, reps, window, first_touch, spectrum, alloc_mem;
+    int pct5, reps, window, first_touch, spectrum;
     int iters, warmup; /* > 0 (>= 0): fixed counts per measurement */
     unsigned tests;    /* bit i: tests[i] selected */
-} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU};
+    int alloc_mem;     /* buffers from MPI_Alloc_mem */
+} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU, 0};
 
 static int rank;
 static MPI_Request *reqs;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
-# reused and first-touch buffers, 5% steps, the copy limit; bad options
+# reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit; bad options
 # fail.  mpi_rma_bench: a row per op, test, flavour, sync and size; a bad
 # option fails.  ring_walk (no MPI): one row per window, a bad window
 # named.
 . "$(dirname "$0")/../lib.sh"
-plan 12
+plan 13
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
@@ -17,6 +17,9 @@ n=$(timeout 600 "${run[@]}" --max 4M | grep -Ec "$row")
 [ "$n" = 92 ]; ok $? "4 tests x 23 sizes (got $n rows)"
 expect_output 0 '^# test size_bytes median_us median_MBps' "header line" -- "${run[@]}" --max 1K --tests latency
 expect_output 0 'bw +67108864 ' "first-touch buffers up to 64 MiB" -- "${run[@]}" --first-touch --min 16M --tests bw,bibw
+out=$(timeout 300 "${run[@]}" --alloc-mem --min 1M --max 4M --tests latency,bw)
+grep -q '^# mpi_bench: .*buffers reused from MPI_Alloc_mem$' <<< "$out" && [ "$(grep -Ec "$row" <<< "$out")" = 6 ]
+ok $? "buffers from MPI_Alloc_mem (header says so), 1-4 MiB: 6 rows"
 expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 1000 --max 1200 --tests msgrate
 n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"

@@ -280,7 +280,7 @@ int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_ord
  * copy pins and walks 512x fewer pages, as would a verbs registration.
  * Host H 2026-12-05: a 4 MiB process_vm_readv moved 40 GB/s from huge
  * pages, 20 from small ones; ping-pong messages of 2-16 MiB between such
- * blocks took 0.38-0.53x ch3:nemesis' time (docs/results/shm.md).
+ * blocks took 0.38-0.57x ch3:nemesis' time (docs/results/shm.md).
  * rdma_huge_maps: only MPI_Alloc_mem and MPI_Free_mem touch it, under
  * MPICH's global critical section (MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX). */
 enum { RDMA_HUGE = 2 << 20 };
