@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
-# reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit; bad options
-# fail.  mpi_rma_bench: a row per op, test, flavour, sync and size; a bad
+# reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit;
+# bad options fail.  mpi_rma_bench: a row per op, test, flavour, sync and size; a bad
 # option fails.  ring_walk (no MPI): one row per window, a bad window
 # named.
 . "$(dirname "$0")/../lib.sh"

@@ -7,8 +7,9 @@
  * memcpy, a process_vm_readv of its own memory (CMA walks and pins every
  * page first), and the ring's pipelined copy between two cores: a helper
  * thread on another CPU copies 16 KiB frames into a 512 KiB ring (the
- * defaults when RDMA_SHM_CMA_SLOW was fitted) while this thread copies them out.  Where CMA takes over
- * RDMA_SHM_CMA_SLOW times the ring's time, large parts go through the ring.
+ * defaults when RDMA_SHM_CMA_SLOW was fitted) while this thread copies
+ * them out.  Where CMA takes over RDMA_SHM_CMA_SLOW times the ring's time,
+ * large parts go through the ring.
  *
  * Why the ring is timed, not modelled: the ring's cross-core copy moves
  * 0.8-1.2 of memcpy's bandwidth on host D but 0.45 on host H (both 2-core
