@@ -16,9 +16,15 @@
  *                            open fds at the start and the end, and one
  *                            TAP line: no error, every exchange verified
  *   mpi_port die FILE MS     connect, killed (SIGALRM) MS ms after MPI_Init
+ *   mpi_port scribble FILE   connect and exchange over shm (PIPE_MODE=basic,
+ *                            both jobs), then corrupt the link as a broken
+ *                            client could: its head word claims frames it
+ *                            never wrote; wait 3 s, exit without
+ *                            MPI_Finalize
  */
 #include <dirent.h>
 #include <malloc.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +77,29 @@ static void forge(char *port)
     }
     t += 6;
     *t = *t == '0' ? '1' : '0';
+}
+
+/* The head words of the shm link to the server (the mapping named
+ * ch3-rdma-link; shm_link_t.ctl[d].head at 64 + 64 d, channel/src/xport/
+ * shm/rdma_shm.h, whose layout t_wire pins to the wire version): a
+ * receiver in basic mode reads frames up to its peer's.  Both moved 1 MiB
+ * on (whichever end made the link, ours is one of them); 1 if found. */
+static int scribble(void)
+{
+    char line[512];
+    unsigned long lo, hi;
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "ch3-rdma-link") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            __atomic_fetch_add((uint64_t *) (lo + 64), 1 << 20, __ATOMIC_RELEASE);
+            __atomic_fetch_add((uint64_t *) (lo + 128), 1 << 20, __ATOMIC_RELEASE);
+            n++;
+        }
+    if (f)
+        fclose(f);
+    return n == 1;
 }
 
 /* Resident KiB, KiB allocated with malloc (glibc: what a leak would
@@ -209,7 +238,7 @@ int main(int argc, char **argv)
     FILE *f;
 
     if (argc < 3 || argc != (!strcmp(argv[1], "soak") ? 5 : !strcmp(argv[1], "die") ? 4 : 3)) {
-        fprintf(stderr, "usage: mpi_port serve|connect|forge FILE | soak FILE N MS | "
+        fprintf(stderr, "usage: mpi_port serve|connect|forge|scribble FILE | soak FILE N MS | "
                 "die FILE MS\n");
         return 2;
     }
@@ -255,6 +284,13 @@ int main(int argc, char **argv)
         }
         MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
         rc = exchange(inter, 2, 1) != 0;
+        if (!strcmp(argv[1], "scribble")) {
+            printf("%s - after the exchange (%s), the link to the server found and its head "
+                   "word moved\n", scribble() && !rc ? "ok" : "not ok", rc ? "bad" : "verified");
+            fflush(stdout);
+            sleep(3);
+            _exit(0);
+        }
         MPI_Comm_disconnect(&inter);
         if (rc)
             fprintf(stderr, "mpi_port: data from the server differs\n");

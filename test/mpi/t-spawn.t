@@ -2,14 +2,16 @@
 # Dynamic processes on this host's shared-memory transport: MPI_Comm_spawn,
 # connect/accept through a port, data verified both ways between the groups,
 # disconnect (mpi_spawn.c); two jobs launched apart meet through a port
-# name in a file, and a forged token is refused (mpi_port.c).  A spawned
+# name in a file, and a forged token is refused (mpi_port.c); jobs whose
+# settings allow other frame sizes agree on the smaller; a client that
+# corrupts its link fails only its own connection.  A spawned
 # child or its parent that exits without MPI_Finalize fails the survivor's
 # receive with MPIX_ERR_PROC_FAILED after the survivor read what it sent
 # (before 2026-11-30 the survivor waited forever); one that finalizes
 # while the other is busy is not reported.
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 11
+plan 15
 mpi_setup
 
 # mpi_spawn exits 1 if one of its four checks failed
@@ -26,5 +28,7 @@ expect_output 0 '^ok 4 ' "tiny rings (16 KiB): 4 MiB between the groups in many 
 
 spawn_fault_checks "shm" "[0-4]"
 port_checks
+port_frames
+port_scribble
 port_soak 3 shm die,forge,ring 1500 500
 done_testing

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 54
+plan 56
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -306,6 +306,7 @@ expect_output 0 '^ok 4 ' "spawn, verbs forced on one node: 4 MiB between the gro
 # 2026-11-30: MPI_ERR_OTHER, then a fatal error in MPI_Finalize)
 spawn_fault_checks "verbs forced" "[0-9]+" $V MPIR_CVAR_CH3_RDMA_CONNECT_TIMEOUT=4
 port_checks node1 node0
+port_frames node1 node0
 # Over verbs a client killed while queued is noticed only when the accept
 # writes to it (before 2026-12-02 that MPI_Comm_accept then failed)
 port_soak 3 verbs die,forge,ring 2000 5000 node1 node0 MPIR_CVAR_CH3_RDMA_RING_INIT_SIZE=32768

@@ -271,6 +271,7 @@ rdma_status_t fake_open2(const rdma_xport_params_t * prm, rdma_xport_t ** xpp, c
 static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
 {
     fake_end_t *e = calloc(1, sizeof(*e));
+    rdma_xport_t *px = fake_world[xp->fabric][c->peer];
     rdma_conn_mem_t mem = { 0 };
 
     if (!e || !(e->ring = calloc(1, xp->prm.ring_size)) || !(e->stage =
@@ -282,7 +283,8 @@ static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
     c->xport = xp;
     xp->end[c->peer] = e;
     mem = (rdma_conn_mem_t) { e->stage, &e->tail_word, e->ring, &e->head_word,
-        fake_faults.defer_writes, fake_faults.defer_writes ? FAKE_WINDOW : 0, 0 };
+        fake_faults.defer_writes, fake_faults.defer_writes ? FAKE_WINDOW : 0, 0,
+        px->prm.max_frame < xp->prm.max_frame ? px->prm.max_frame : xp->prm.max_frame };
     return xp->prm.ev.bind(xp->prm.ev.arg, c, &mem) ? NULL : e;
 }
 

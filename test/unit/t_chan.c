@@ -5,8 +5,9 @@
  * connecting on first use, data both ways with writes that land in two
  * parts or late, a dead peer that matters only while in use, one
  * diagnosis per connection, a pipe protocol error named by rank, the
- * rendezvous' copies, the blocking-wait decision and finalize.  Up to three ranks live in this
- * process as three rdma_chan_t.
+ * frame size two ends agree on, the rendezvous' copies, the blocking-wait
+ * decision and finalize.  Up to three ranks live in this process as three
+ * rdma_chan_t.
  */
 #include "fake_xport.h"
 #include "rdma_chan.h"
@@ -27,6 +28,7 @@ typedef struct rank {
 
 static rank_t R[NR];
 static int nranks;
+static size_t frame_of[NR];     /* a rank's max_frame (0: t_config's) */
 
 static rdma_link_t *t_link_of(void *arg, int rank)
 {
@@ -96,6 +98,8 @@ static int world_open(int n, const int *node, rdma_transport_choice_t t)
         for (q = 0; q < n; q++)
             R[r].link[q].fail_reads = 1;        /* as the CH3 glue's job VCs */
         own.arg = &R[r];
+        for (q = 0; q < RDMA_XP_N; q++)
+            cfg.link[q].ring.max_frame = frame_of[r] ? frame_of[r] : 4096;
         rdma_chan_init(&R[r].ch, &cfg, world_ops, r, n, "t_chan", &own);
         if (rdma_chan_assign(&R[r].ch, node) != RDMA_OK ||
             rdma_chan_open(&R[r].ch, R[r].card, sizeof(R[r].card)) != RDMA_OK) {
@@ -113,6 +117,7 @@ static void world_close(void)
     for (r = 0; r < nranks; r++)
         rdma_chan_finalize(&R[r].ch);
     nranks = 0;
+    memset(frame_of, 0, sizeof(frame_of));
     memset(&fake_faults, 0, sizeof(fake_faults));
 }
 
@@ -499,6 +504,38 @@ static void test_proto_error(void)
     world_close();
 }
 
+/* Ranks whose settings allow other frame sizes (two jobs that connect):
+ * both ends of a connection send frames of the smaller, which the other
+ * accepts (before wire version 9 the larger end's frames were a protocol
+ * error at the other). */
+static void test_frames(void)
+{
+    static const int node[NR] = { 0, 0, 1 };
+    static char msg[15000], got[15000];
+    size_t i;
+    int r, ok_all = 1;
+
+    for (i = 0; i < sizeof(msg); i++)
+        msg[i] = (char) (i * 7 + (i >> 8));
+    frame_of[0] = 4096;
+    frame_of[1] = frame_of[2] = 16384;
+    if (world_open(3, node, RDMA_TRANSPORT_AUTO)) {
+        ok(0, "open");
+        return;
+    }
+    for (r = 1; r < 3; r++) {
+        ok_all = send_recv(r, 0, msg, got, sizeof(msg)) == 0 && !memcmp(msg, got, sizeof(msg))
+            && send_recv(0, r, msg, got, sizeof(msg)) == 0 && !memcmp(msg, got, sizeof(msg));
+        ok(ok_all && R[r].link[0].pipe.tx.cfg.max_frame == 4096
+           && R[0].link[r].pipe.rx.cfg.max_frame == 4096,
+           "%s: 16 KiB frames meet 4 KiB ones: both send 4 KiB, 15000 bytes both ways",
+           r == 1 ? "shm" : "verbs");
+    }
+    ok(send_recv(1, 2, msg, got, sizeof(msg)) == 0
+       && R[1].link[2].pipe.tx.cfg.max_frame == 16384, "16 KiB meets 16 KiB: unchanged");
+    world_close();
+}
+
 static void test_wait(void)
 {
     static const int same[NR] = { 0, 0, 0 }, split[NR] = { 0, 0, 1 }, apart[NR] = { 0, 1, 2 };
@@ -586,6 +623,7 @@ int main(void)
     test_failed_drain();
     test_closing_window();
     test_proto_error();
+    test_frames();
     test_wait();
     test_cpus();
     return done_testing();

@@ -26,7 +26,8 @@
  * CH3's packets (channel/include/mpidi_ch3_pre.h), which need MPICH's
  * headers: 6 added the rendezvous packets (RDMA_RTS, PUSH, PUSHED, DONE);
  * 7 sends RDMA_RTS over verbs too, with an rkey a 6 would take for CMA's;
- * 8 sends shm frames of 32 KiB by default, which a 7 (16 KiB) refuses. */
+ * 8 sends shm frames of 32 KiB by default, which a 7 (16 KiB) refuses;
+ * 9: both handshakes carry the frame size (shm also the slot size and mode). */
 static const struct {
     int version;
     uint64_t fp;
@@ -36,6 +37,7 @@ static const struct {
     {6, UINT64_C(0x269f9a187269dc8)},
     {7, UINT64_C(0x269f9a187269dc8)},
     {8, UINT64_C(0x269f9a187269dc8)},
+    {9, UINT64_C(0xd9e1e7a90bc6e1ab)},
 };
 
 /* t_wire_verbs.c (the transports' private headers cannot meet in one
@@ -59,7 +61,8 @@ static void structs(void)
     wire_verbs(mix, 0);
     mix(sizeof(shm_hdr_t));
     F(shm_hdr_t, magic), F(shm_hdr_t, version), F(shm_hdr_t, ring_size);
-    F(shm_hdr_t, nslots), F(shm_hdr_t, rank), F(shm_hdr_t, doorbell), F(shm_hdr_t, job);
+    F(shm_hdr_t, nslots), F(shm_hdr_t, rank), F(shm_hdr_t, chunk_size), F(shm_hdr_t, max_frame);
+    F(shm_hdr_t, head_writes), F(shm_hdr_t, doorbell), F(shm_hdr_t, job);
     F(shm_hdr_t, wake_seq), F(shm_hdr_t, sleeping);
     mix(sizeof(shm_req_t));
     F(shm_req_t, state), F(shm_req_t, pid), F(shm_req_t, region_fd), F(shm_req_t, link_fd);

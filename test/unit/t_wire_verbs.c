@@ -26,7 +26,7 @@ size_t wire_verbs(void (*mix)(uint64_t), int head_only)
     F(rdma_verbs_msg_t, qpn), F(rdma_verbs_msg_t, psn), F(rdma_verbs_msg_t, ring_addr);
     F(rdma_verbs_msg_t, ctl_addr), F(rdma_verbs_msg_t, ring_rkey), F(rdma_verbs_msg_t, ctl_rkey);
     F(rdma_verbs_msg_t, ring_size), F(rdma_verbs_msg_t, chunk_size);
-    F(rdma_verbs_msg_t, ring_max), F(rdma_verbs_msg_t, in_order);
+    F(rdma_verbs_msg_t, ring_max), F(rdma_verbs_msg_t, max_frame), F(rdma_verbs_msg_t, in_order);
     F(rdma_verbs_msg_t, rd_atomic), F(rdma_verbs_msg_t, basic), F(rdma_verbs_msg_t, mtu);
     F(rdma_verbs_msg_t, hello);
     mix(RDMA_VERBS_MSG_REP), mix(RDMA_VERBS_MSG_RTU), mix(RDMA_VERBS_MSG_WAIT), mix(RDMA_VERBS_MAGIC);

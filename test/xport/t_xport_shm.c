@@ -64,8 +64,19 @@ static void run_refused(void)
     }
     strcpy(a.cards[1], cb);     /* same region length, other geometry */
     st = rdma_xport_shm.connect(a.xp, c);
-    ok(st == RDMA_ERR_PEER && strstr(c->why, "rank 1") && strstr(c->why, "ring_size")
+    ok(st == RDMA_ERR_PEER && strstr(c->why, "rank 1") && strstr(c->why, "RING_SIZE")
        && c->state == RDMA_CONN_FAILED, "mismatched region refused: %s", c->why);
+    rdma_xport_shm.finalize(b.xp);
+    sb = conform_defaults(&(scen_t) {.nprocs = 2, .mode = RB_MODE_BASIC});
+    if (conform_open(&b, &sb, 1, cb, err, sizeof(err))) {
+        ok(0, "local: open: %s", err);
+        return;
+    }
+    strcpy(a.cards[1], cb);     /* same ring, other pipe mode */
+    c->state = RDMA_CONN_IDLE;
+    st = rdma_xport_shm.connect(a.xp, c);
+    ok(st == RDMA_ERR_PEER && strstr(c->why, "PIPE_MODE") && c->state == RDMA_CONN_FAILED,
+       "a peer of another pipe mode refused (wire 9): %s", c->why);
     snprintf(a.cards[1], CONFORM_CARD_LEN, "999999999.3.%s", strrchr(cb, '.') + 1);
     c->state = RDMA_CONN_IDLE;
     st = rdma_xport_shm.connect(a.xp, c);

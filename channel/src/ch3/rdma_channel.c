@@ -119,14 +119,19 @@ int MPIDI_CH3I_RDMA_finalize(void)
 
 /* An operation on vc failed with st.  RDMA_ERR_PEER fails vc, but not
  * before its frames are read: a link that failed while READY (vc on the
- * ready list) waits for the read that finds none left (drained). */
+ * ready list) waits for the read that finds none left (drained).
+ * RDMA_ERR_PROTO (the peer broke the pipe's protocol, or wrote over its
+ * memory) fails vc at once: nothing more can be read from it, and the
+ * error is that peer's alone (a port server outlives such a client; until
+ * 2026-12-05 every later call, MPI_Finalize too, returned it). */
 static int rdma_vc_errno(MPIDI_VC_t * vc, rdma_status_t st, int drained)
 {
     int grp = MPIDI_CH3I_RDMA_vc_fails(vc);
     int mpi_errno = rdma_mpi_errno(st, grp ? RDMA_AT_VC : RDMA_AT_RUN);
 
-    if (st == RDMA_ERR_PEER && grp && (drained || !vc->ch.on_ready_list
-                                       || MPIDI_CH3I_link(vc)->xc.state != RDMA_CONN_FAILED))
+    if (grp && (st == RDMA_ERR_PROTO
+                || (st == RDMA_ERR_PEER && (drained || !vc->ch.on_ready_list
+                                            || MPIDI_CH3I_link(vc)->xc.state != RDMA_CONN_FAILED))))
         MPIDI_CH3I_VC_fail(vc, MPIDI_CH3I_chan.msg);
     return mpi_errno;
 }

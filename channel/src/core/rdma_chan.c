@@ -188,6 +188,7 @@ static void rdma_chan_params(rdma_chan_t * ch, int k, rdma_xport_params_t * prm)
     prm->ring_size = ring->ring_size;
     prm->chunk_size = ring->chunk_size;
     prm->ring_max = ring->ring_max;
+    prm->max_frame = ring->max_frame;
     prm->head_writes = ring->mode == RB_MODE_BASIC;
     prm->ev = (rdma_xport_events_t) { rdma_chan_conn_of, rdma_chan_card_of, rdma_chan_bind,
         rdma_chan_ready, rdma_link_landed, rdma_link_pulled, rdma_link_sent, rdma_chan_accept,

@@ -81,10 +81,12 @@
  * written) and fails until the new fingerprint is recorded under a new
  * version.  The fields that carry the version itself (the verbs CM head,
  * the first words of shm_hdr_t and shm_link_t) never move. */
-#define RDMA_WIRE_VERSION 8     /* 3 and below: shm only (SHM_VERSION); 5: BYE frames, WAIT;
+#define RDMA_WIRE_VERSION 9     /* 3 and below: shm only (SHM_VERSION); 5: BYE frames, WAIT;
                                  * 6: the channel's rendezvous packets (rdma_rndv.c);
                                  * 7: RDMA_RTS over verbs too (its key an rkey to read);
-                                 * 8: shm frames up to 32 KiB by default (a 7 drops them) */
+                                 * 8: shm frames up to 32 KiB by default (a 7 drops them);
+                                 * 9: the handshakes agree on the frame size (shm: and check
+                                 * the slot size and pipe mode) */
 #include "rdma_thread.h"        /* rdma_thread_src_t: bg_fds, bg_run */
 
 typedef enum {                  /* in this order: rdma_chan_getv compares */
@@ -150,6 +152,9 @@ typedef struct rdma_conn_mem {
     unsigned max_writes;        /* the pipe's write window (rb_config_t); 0: none */
     int verify;                 /* completion-driven, small frames verify
                                  * themselves (rb_config_t.verify) */
+    size_t max_frame;           /* the smaller of both ends' prm.max_frame,
+                                 * agreed in the handshake: the largest frame
+                                 * either sends (0: prm.max_frame) */
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),
@@ -200,6 +205,9 @@ typedef struct rdma_xport_params {
      * start at ring_size and may grow to ring_max (0: they keep their size;
      * the pipe's ops then need no ring_new..ring_move) */
     size_t ring_size, chunk_size, ring_max;
+    size_t max_frame;           /* the largest frame this end's settings send
+                                 * (PIPELINE_CHUNK); a connection uses the
+                                 * smaller of its two ends' (mem.max_frame) */
     int head_writes;            /* the pipe writes its head separately
                                  * (basic mode): twice the writes per frame */
     rdma_xport_events_t ev;

@@ -30,6 +30,9 @@
 typedef struct shm_hdr {
     uint64_t magic, version;    /* SHM_MAGIC, RDMA_WIRE_VERSION: never move */
     uint64_t ring_size, nslots, rank;
+    /* the pipe's settings (prm): a peer of other chunk_size or mode is
+     * refused; both ends use the smaller max_frame (rdma_shm_bind) */
+    uint64_t chunk_size, max_frame, head_writes;
     uint64_t doorbell;          /* bumped by every peer that attaches or
                                  * posts or answers a request (release) */
     char job[SHM_JOB_LEN];
@@ -176,7 +179,12 @@ void rdma_shm_watch_free(rdma_xport_t * xp);
 rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, size_t size,
                               const char *what, uint8_t ** map);
 
-/* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers. */
+/* Which pipe setting in peer header h differs from ours (the CVARs'
+ * names), or NULL. */
+const char *rdma_shm_pipe_bad(const rdma_xport_t * xp, const shm_hdr_t * h);
+
+/* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers,
+ * with the smaller of both headers' max_frame (pe->map: the peer's). */
 rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem);
 /* c, bound to pe, is READY (ev.ready), and pe's process watched from now

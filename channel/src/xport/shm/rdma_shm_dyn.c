@@ -93,11 +93,12 @@ static void rdma_shm_dyn_free(rdma_xport_t * xp, shm_peer_t * pe)
 }
 
 /* The header and mailbox of process pid's region (fd), if it runs our
- * wire version with our ring size. */
+ * wire version with our pipe settings (rdma_shm_pipe_bad). */
 static rdma_status_t rdma_shm_dyn_map_hdr(rdma_xport_t * xp, shm_peer_t * pe, int pid, int fd,
                                           const char *what)
 {
     const shm_hdr_t *h;
+    const char *bad;
     rdma_status_t rc = rdma_shm_map_fd(xp, pid, fd, SHM_HDR_BYTES, 0, what, &pe->map);
 
     if (rc)
@@ -111,11 +112,13 @@ static rdma_status_t rdma_shm_dyn_map_hdr(rdma_xport_t * xp, shm_peer_t * pe, in
                         "wire version", what, pid, h->magic == SHM_MAGIC ?
                         (unsigned long long) h->version : 0ULL, (int) getpid(),
                         RDMA_WIRE_VERSION);
-    if (h->ring_size == xp->prm.ring_size)
+    bad = rdma_shm_pipe_bad(xp, h);
+    if (!bad)
         return RDMA_OK;
-    return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s uses another ring size (%llu bytes, ours %zu: "
-                    "set MPIR_CVAR_CH3_RDMA_RING_SIZE and _RING_INIT_SIZE alike)", what,
-                    (unsigned long long) h->ring_size, xp->prm.ring_size);
+    return SHM_FAIL(xp, RDMA_ERR_PEER, "shm: %s uses other ring settings (ring %llu bytes, "
+                    "chunk %llu, ours %zu, %zu): set %s alike", what,
+                    (unsigned long long) h->ring_size, (unsigned long long) h->chunk_size,
+                    xp->prm.ring_size, xp->prm.chunk_size, bad);
 }
 
 /* A new link: its own memfd, kept open until the peer answered. */

@@ -326,6 +326,9 @@ static rdma_status_t rdma_shm_region_make(rdma_xport_t * xp, char *err, size_t e
     h = (shm_hdr_t *) xp->map;
     h->version = RDMA_WIRE_VERSION;
     h->ring_size = prm->ring_size;
+    h->chunk_size = prm->chunk_size;
+    h->max_frame = prm->max_frame;
+    h->head_writes = (uint64_t) prm->head_writes;
     h->nslots = prm->size;
     h->rank = prm->rank;
     snprintf(h->job, sizeof(h->job), "%s", prm->job ? prm->job : "");
@@ -379,14 +382,25 @@ static rdma_status_t rdma_shm_open(const rdma_xport_params_t * prm, rdma_xport_t
     return rc;
 }
 
+const char *rdma_shm_pipe_bad(const rdma_xport_t * xp, const shm_hdr_t * h)
+{
+    const shm_hdr_t *mine = (const shm_hdr_t *) xp->map;
+
+    return h->ring_size != mine->ring_size ? "MPIR_CVAR_CH3_RDMA_RING_SIZE and _RING_INIT_SIZE"
+        : h->chunk_size != mine->chunk_size ? "MPIR_CVAR_CH3_RDMA_RING_CHUNK"
+        : h->head_writes != mine->head_writes ? "MPIR_CVAR_CH3_RDMA_PIPE_MODE" : NULL;
+}
+
 /* What makes the region at map unusable for us as rank q's, or NULL. */
 static const char *rdma_shm_check(const rdma_xport_t * xp, const uint8_t * map, int q)
 {
     const shm_hdr_t *h = (const shm_hdr_t *) map, *mine = (const shm_hdr_t *) xp->map;
+    const char *pipe = h->magic == SHM_MAGIC && h->version == RDMA_WIRE_VERSION
+        ? rdma_shm_pipe_bad(xp, h) : NULL;
 
     return h->magic != SHM_MAGIC ? "magic"
         : h->version != RDMA_WIRE_VERSION ? "wire version"
-        : h->ring_size != mine->ring_size ? "ring_size"
+        : pipe ? pipe
         : h->nslots != mine->nslots ? "job size"
         : h->rank != (uint64_t) q ? "rank"
         : strncmp(h->job, mine->job, SHM_JOB_LEN) ? "job id" : NULL;
@@ -465,10 +479,14 @@ static void rdma_shm_unmap(shm_peer_t * pe)
 rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem)
 {
+    rdma_conn_mem_t m = *mem;
+    uint64_t theirs = ((const shm_hdr_t *) pe->map)->max_frame;
+
+    m.max_frame = theirs < xp->prm.max_frame ? theirs : xp->prm.max_frame;
     pe->xp = xp;
     pe->conn = c;
     c->priv = pe;
-    if (!xp->prm.ev.bind(xp->prm.ev.arg, c, mem))
+    if (!xp->prm.ev.bind(xp->prm.ev.arg, c, &m))
         return RDMA_OK;
     c->priv = NULL;
     pe->conn = NULL;

@@ -186,6 +186,7 @@ typedef struct rdma_verbs_msg {
     uint64_t ring_addr, ctl_addr;
     uint32_t ring_rkey, ctl_rkey;
     uint64_t ring_size, chunk_size, ring_max;  /* ring_size: the first */
+    uint64_t max_frame;         /* prm.max_frame: both ends use the smaller */
     uint8_t in_order, rd_atomic, basic;
     uint8_t mtu;                /* sender's port MTU (enum ibv_mtu) */
     char hello[RDMA_VERBS_HELLO];

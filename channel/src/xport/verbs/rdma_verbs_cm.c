@@ -103,6 +103,7 @@ static void rdma_verbs_msg_fill(rdma_verbs_conn_t * vc, rdma_verbs_msg_t * m, in
     m->ring_size = xp->prm.ring_size;
     m->chunk_size = xp->prm.chunk_size;
     m->ring_max = xp->prm.ring_max;
+    m->max_frame = xp->prm.max_frame;
     memcpy(m->h.gid, xp->gid.raw, sizeof(m->h.gid));
     m->h.udqpn = xp->ud->qp_num;
     m->h.qkey = xp->qkey;
@@ -723,7 +724,8 @@ static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
 {
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
     rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
-        vc->completion, rdma_verbs_window(vc), vc->verify
+        vc->completion, rdma_verbs_window(vc), vc->verify,
+        vc->remote.max_frame < xp->prm.max_frame ? vc->remote.max_frame : xp->prm.max_frame
     };
     rdma_conn_t *c = vc->c;
 
