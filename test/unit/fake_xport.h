@@ -284,7 +284,7 @@ static fake_end_t *fake_end_new(rdma_xport_t * xp, rdma_conn_t * c)
     xp->end[c->peer] = e;
     mem = (rdma_conn_mem_t) { e->stage, &e->tail_word, e->ring, &e->head_word,
         fake_faults.defer_writes, fake_faults.defer_writes ? FAKE_WINDOW : 0, 0,
-        px->prm.max_frame < xp->prm.max_frame ? px->prm.max_frame : xp->prm.max_frame };
+        px->prm.max_frame };
     return xp->prm.ev.bind(xp->prm.ev.arg, c, &mem) ? NULL : e;
 }
 

@@ -15,8 +15,8 @@ rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
     ring.completion_driven = mem->completion_driven;
     ring.max_writes = mem->max_writes;
     ring.verify = mem->verify;
-    if (mem->max_frame && mem->max_frame < ring.max_frame)
-        ring.max_frame = mem->max_frame;        /* the peer's are smaller */
+    if (mem->peer_max_frame && mem->peer_max_frame < ring.max_frame)
+        ring.max_frame = mem->peer_max_frame;   /* both ends: the smaller */
     rc = rb_pipe_init(&l->pipe, &ring, c->ops->pipe_ops, c->priv, mem->stage, mem->tail_word,
                       mem->ring, mem->head_word);
     if (rc == RDMA_OK)

@@ -152,9 +152,9 @@ typedef struct rdma_conn_mem {
     unsigned max_writes;        /* the pipe's write window (rb_config_t); 0: none */
     int verify;                 /* completion-driven, small frames verify
                                  * themselves (rb_config_t.verify) */
-    size_t max_frame;           /* the smaller of both ends' prm.max_frame,
-                                 * agreed in the handshake: the largest frame
-                                 * either sends (0: prm.max_frame) */
+    size_t peer_max_frame;      /* the peer's prm.max_frame, from the
+                                 * handshake (0: unknown); both ends' pipes
+                                 * use the smaller (rdma_link_bind) */
 } rdma_conn_mem_t;
 
 /* What a transport tells its owner.  Called from inside connect(),
@@ -207,7 +207,7 @@ typedef struct rdma_xport_params {
     size_t ring_size, chunk_size, ring_max;
     size_t max_frame;           /* the largest frame this end's settings send
                                  * (PIPELINE_CHUNK); a connection uses the
-                                 * smaller of its two ends' (mem.max_frame) */
+                                 * smaller of its two ends' (mem.peer_max_frame) */
     int head_writes;            /* the pipe writes its head separately
                                  * (basic mode): twice the writes per frame */
     rdma_xport_events_t ev;

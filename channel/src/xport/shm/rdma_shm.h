@@ -184,7 +184,7 @@ rdma_status_t rdma_shm_map_fd(rdma_xport_t * xp, int pid, int fd, size_t len, si
 const char *rdma_shm_pipe_bad(const rdma_xport_t * xp, const shm_hdr_t * h);
 
 /* Hand pe's pipe memory to the owner for c (ev.bind), both kinds of peers,
- * with the smaller of both headers' max_frame (pe->map: the peer's). */
+ * with the peer's max_frame from its header (pe->map). */
 rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem);
 /* c, bound to pe, is READY (ev.ready), and pe's process watched from now

@@ -480,9 +480,8 @@ rdma_status_t rdma_shm_bind(rdma_xport_t * xp, rdma_conn_t * c, shm_peer_t * pe,
                             const rdma_conn_mem_t * mem)
 {
     rdma_conn_mem_t m = *mem;
-    uint64_t theirs = ((const shm_hdr_t *) pe->map)->max_frame;
 
-    m.max_frame = theirs < xp->prm.max_frame ? theirs : xp->prm.max_frame;
+    m.peer_max_frame = ((const shm_hdr_t *) pe->map)->max_frame;
     pe->xp = xp;
     pe->conn = c;
     c->priv = pe;

@@ -725,7 +725,7 @@ static void rdma_verbs_adopt_one(rdma_xport_t * xp, rdma_verbs_conn_t * vc)
     rdma_verbs_ctl_t *ctl = vc->ctl.buf;
     rdma_conn_mem_t mem = { vc->stage.buf, &ctl->tail_word, vc->ring.buf, &ctl->head_word,
         vc->completion, rdma_verbs_window(vc), vc->verify,
-        vc->remote.max_frame < xp->prm.max_frame ? vc->remote.max_frame : xp->prm.max_frame
+        vc->remote.max_frame
     };
     rdma_conn_t *c = vc->c;
 
