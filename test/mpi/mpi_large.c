@@ -93,7 +93,7 @@ static void realloc_cycle(void)
     report(errs, "8 MiB malloc/free cycles on both sides, data verified");
 }
 
-/* MPI_Alloc_mem blocks: from 2 MiB whole transparent huge pages (the
+/* MPI_Alloc_mem blocks: from 1 MiB whole transparent huge pages (the
  * channel's MPIDI_CH3I_Alloc_mem), so 2 MiB-aligned; data verified at
  * unaligned offsets, each size allocated and freed twice (the second block
  * may get the first's address, with new contents). */
@@ -109,14 +109,13 @@ static void alloc_mem(size_t max)
 
             MPI_Alloc_mem((MPI_Aint) (n + 64), MPI_INFO_NULL, &b);
             MPI_Alloc_mem((MPI_Aint) (n + 64), MPI_INFO_NULL, &r);
-            if (n >= 2 * MiB)
-                misaligned += ((uintptr_t) b | (uintptr_t) r) % (2 * MiB) != 0;
+            misaligned += ((uintptr_t) b | (uintptr_t) r) % (2 * MiB) != 0;
             errs += xfer(b + i, r + 3, n, (unsigned) (n + i));
             MPI_Free_mem(b);
             MPI_Free_mem(r);
         }
     snprintf(what, sizeof(what), "MPI_Alloc_mem 1..%zu MiB, twice each, verified; "
-             "%ld blocks of 2 MiB or more not 2 MiB-aligned", max / MiB, misaligned);
+             "%ld blocks of 1 MiB or more not 2 MiB-aligned", max / MiB, misaligned);
     report(errs + misaligned, what);
 }
 

@@ -275,15 +275,18 @@ int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_ord
     return MPI_SUCCESS;
 }
 
-/* MPI_Alloc_mem from RDMA_HUGE bytes on: a mapping of whole huge pages,
+/* MPI_Alloc_mem from RDMA_HUGE_MIN bytes on: a mapping of whole huge pages,
  * aligned, advised MADV_HUGEPAGE (a no-op where THP is off), so a CMA
  * copy pins and walks 512x fewer pages, as would a verbs registration.
+ * From half a huge page the rounding costs at most the block's own size,
+ * as above 2 MiB; a 1 MiB message between such blocks went from 0.5-0.7
+ * to 1.3 of memcpy's rate one way (docs/results/shm.md).
  * Host H 2026-12-05: a 4 MiB process_vm_readv moved 40 GB/s from huge
  * pages, 20 from small ones; ping-pong messages of 2-16 MiB between such
  * blocks took 0.38-0.57x ch3:nemesis' time (docs/results/shm.md).
  * rdma_huge_maps: only MPI_Alloc_mem and MPI_Free_mem touch it, under
  * MPICH's global critical section (MPIR_THREAD_GLOBAL_ALLFUNC_MUTEX). */
-enum { RDMA_HUGE = 2 << 20 };
+enum { RDMA_HUGE = 2 << 20, RDMA_HUGE_MIN = RDMA_HUGE / 2 };
 typedef struct rdma_huge {
     void *ptr;
     size_t len;
@@ -299,7 +302,7 @@ void *MPIDI_CH3I_Alloc_mem(MPI_Aint size, MPIR_Info * info_ptr)
     void *m;
 
     (void) info_ptr;
-    if (size < RDMA_HUGE)
+    if (size < RDMA_HUGE_MIN)
         return MPL_malloc(size, MPL_MEM_USER);
     h = MPL_malloc(sizeof(*h), MPL_MEM_RMA);
     if (!h)
