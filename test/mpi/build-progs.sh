@@ -96,8 +96,10 @@ port_frames() {
     server=$!
     for f in 65536 chunk 4096; do
         if [ $f = chunk ]; then
-            timeout -k 5 120 env "${env[@]}" MPIR_CVAR_CH3_RDMA_RING_CHUNK=256 "$P/bin/mpiexec" \
-                "${cl[@]}" -n 1 "$W/mpi_port" connect "$pf" > "$W/frames-$f.out" 2>&1
+            timeout -k 5 120 env "${env[@]}" MPIR_CVAR_CH3_RDMA_RING_CHUNK=256 \
+                MPI_PORT_STDERR="$W/frames-$f.err" "$P/bin/mpiexec" "${cl[@]}" -n 1 \
+                "$W/mpi_port" connect "$pf" > "$W/frames-$f.out" 2>&1
+            cat "$W/frames-$f.err" >> "$W/frames-$f.out" 2> /dev/null
             continue
         fi
         timeout -k 5 120 env "${env[@]}" MPIR_CVAR_CH3_RDMA_PIPELINE=fixed \
@@ -108,8 +110,9 @@ port_frames() {
     [ $rc -eq 0 ] && [ -z "$bad" ] && grep -q '^ok - port server: 2 clients' "$W/frames.out"
     ok $? "clients with frames of 64 KiB and 4 KiB against the server's default: data verified both ways (server exit $rc; clients failed:${bad:- none})"
     [ $rc -eq 0 ] && [ -z "$bad" ] || tail -n 5 "$W/frames.out" "$W"/frames-*.out | diag
-    grep -Eq 'RING_CHUNK alike|another ring geometry' "$W/frames-chunk.out"
-    ok $? "a client of another RING_CHUNK is refused, naming the ring settings: $(grep -Eo '(uses (other|another) ring).*' "$W/frames-chunk.out" | head -n 1)"
+    grep -Eq 'RING_CHUNK alike|another ring geometry' "$W/frames-chunk.out"; rc=$?
+    ok $rc "a client of another RING_CHUNK is refused, naming the ring settings: $(grep -Eo '(uses (other|another) ring).*' "$W/frames-chunk.out" | head -n 1)"
+    [ $rc -eq 0 ] || tail -n 5 "$W/frames-chunk.out" | diag
 }
 
 # port_scribble: two TAP lines (mpi_port soak, shm, PIPE_MODE=basic): of a

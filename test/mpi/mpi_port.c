@@ -4,7 +4,12 @@
  *   mpi_port serve FILE      open a port, write its name to FILE, accept
  *                            one connection, exchange BYTES both ways
  *                            verified, disconnect; prints one TAP line
- *   mpi_port connect FILE    connect to the port in FILE, same exchange
+ *   mpi_port connect FILE    connect to the port in FILE, same exchange;
+ *                            with MPI_PORT_STDERR=PATH its stderr goes to
+ *                            PATH from the connect on, so that a refusal's
+ *                            fatal error is kept (Hydra may end the job
+ *                            before forwarding an aborting process'
+ *                            stderr: 2 of 40 runs lost it)
  *   mpi_port forge FILE      connect with the port's token changed: must be
  *                            refused; prints one TAP line
  *   mpi_port soak FILE N MS  a port server that stays up: errors returned,
@@ -282,6 +287,8 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 0;
         }
+        if (getenv("MPI_PORT_STDERR"))  /* see the top */
+            freopen(getenv("MPI_PORT_STDERR"), "w", stderr);
         MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
         rc = exchange(inter, 2, 1) != 0;
         if (!strcmp(argv[1], "scribble")) {

@@ -279,8 +279,8 @@ int MPIDI_CH3_Win_pkt_orderings_init(MPIDI_CH3U_Win_pkt_ordering_t * win_pkt_ord
  * aligned, advised MADV_HUGEPAGE (a no-op where THP is off), so a CMA
  * copy pins and walks 512x fewer pages, as would a verbs registration.
  * From half a huge page the rounding costs at most the block's own size,
- * as above 2 MiB; a 1 MiB message between such blocks went from 0.5-0.7
- * to 1.3 of memcpy's rate one way (docs/results/shm.md).
+ * as above 2 MiB; a 1 MiB message between such blocks went from
+ * 0.46-0.57 to 1.14-1.31 of memcpy's rate one way (docs/results/shm.md).
  * Host H 2026-12-05: a 4 MiB process_vm_readv moved 40 GB/s from huge
  * pages, 20 from small ones; ping-pong messages of 2-16 MiB between such
  * blocks took 0.38-0.57x ch3:nemesis' time (docs/results/shm.md).
