@@ -23,14 +23,23 @@
  * 6. A dynamic window (MPI_Win_attach, addresses exchanged): lock_all +
  *    flush puts and gets as in 1, direct where the peer shares our node
  *    communicator (CMA needs no registration), messages across nodes.
+ *
+ *   mpiexec -n N mpi_rma_direct parts
+ *
+ * Shared memory, puts as messages (RMA_CMA_MIN unset), large parts forced
+ * zero-copy (LARGE_PROTOCOL=zcopy): only check 7.  A 256 KiB put's data
+ * keeps to the ring (rdma_copy_parts grows, rdma_zcopy_parts does not),
+ * a 1 MiB put's is a zero-copy part (ch3_send.c, RDMA_PUT_RING_MAX); both
+ * land.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "mpi_tap.h"
 
 enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
+enum { V_ZC = 3, V_COPY = 4 };
 static const char *const pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
-    "rdma_rma_messages"
+    "rdma_rma_messages", "rdma_zcopy_parts", "rdma_copy_parts"
 };
 
 static int expect_direct = 1;
@@ -245,6 +254,48 @@ static long dynamic(void)
     return errs;
 }
 
+/* One put of len bytes to next at displacement disp, flushed; 1 (and a
+ * message) if the zero-copy parts did not grow as zc says (1: by at least
+ * one, 0: not at all) or the copy parts did not grow where they must. */
+static long put_part(const unsigned char *src, size_t len, int next, MPI_Aint disp, MPI_Win win,
+                     int zc)
+{
+    unsigned long long z0 = tap_pvar(V_ZC), c0 = tap_pvar(V_COPY), z, c;
+
+    MPI_Put(src, (int) len, MPI_BYTE, next, disp, (int) len, MPI_BYTE, win);
+    MPI_Win_flush(next, win);
+    z = tap_pvar(V_ZC) - z0;
+    c = tap_pvar(V_COPY) - c0;
+    if (zc ? z >= 1 : z == 0 && c >= 1)
+        return 0;
+    fprintf(stderr, "rank %d: a put of %zu B: zero-copy parts +%llu, copy parts +%llu "
+            "(expected %s)\n", rank, len, z, c, zc ? "zero-copy" : "copy, no zero-copy");
+    return 1;
+}
+
+/* Check 7: which large puts keep to the ring. */
+static long put_parts(void)
+{
+    const size_t small = 256 << 10, large = 1 << 20;
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    unsigned char *mem = calloc(1, small + large), *src = malloc(large);
+    long errs = 0;
+    MPI_Win win;
+
+    fill(src, large, (unsigned) rank);
+    MPI_Win_create(mem, small + large, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_lock_all(0, win);
+    errs += put_part(src, small, next, 0, win, 0) + put_part(src, large, next, small, win, 1);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    errs += bad_bytes(mem, small, (unsigned) prev) != 0;
+    errs += bad_bytes(mem + small, large, (unsigned) prev) != 0;
+    MPI_Win_free(&win);
+    free(src);
+    free(mem);
+    return errs;
+}
+
 int main(int argc, char **argv)
 {
     static const char *mode[] = { "lock_all + flush", "fence", "PSCW" };
@@ -253,8 +304,13 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tap_pvars_open(pvar_names, 5);
+    if (argc > 1 && !strcmp(argv[1], "parts")) {
+        report(put_parts(), "shm, puts as messages: a 256 KiB put's data keeps to the ring, "
+               "a 1 MiB put's goes zero-copy; both land");
+        goto done;
+    }
     expect_direct = argc > 1 ? atoi(argv[1]) : 1;
-    tap_pvars_open(pvar_names, 3);
     for (int m = 0; m < 3; m++) {
         snprintf(what, sizeof(what), "MPI_Win_create, %s: puts and gets land, %s", mode[m],
                  expect_direct ? "counted as direct" : "none direct");
@@ -266,6 +322,7 @@ int main(int argc, char **argv)
     report(messages(), "accumulate and strided put: sent as messages, counted");
     report(dynamic(), "MPI_Win_create_dynamic, lock_all + flush: puts and gets land, direct "
            "to ranks of the node communicator only");
+  done:
     if (rank == 0)
         printf("1..%d\n", ntests);
     tap_pvars_close();

@@ -10,10 +10,11 @@
 # direct operations are CMA only from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN (off by
 # default, rdma_chan_rma): 1 KiB is set here so that the 2 KiB ones go
 # direct, in MPI_Win_create and dynamic windows, and in the 3-rank stress.
+# Large puts sent as messages keep to the ring up to 384 KiB (ch3_send.c).
 # CH3RDMA_RMA_SECONDS per stress run (default 10).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 8
+plan 9
 mpi_setup
 T=${CH3RDMA_RMA_SECONDS:-10}
 expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (stores through shared_query seen by the owner)" -- \
@@ -27,6 +28,8 @@ expect_output 0 '^1\.\.7$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, n
     env $CMA MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 expect_output 0 '^1\.\.7$' "RMA_CMA_MIN unset: on the node every operation is a message (the target's split copy is faster)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
+expect_output 0 '^ok 1 ' "MPI_Win_create puts as messages: 256 KiB keeps to the ring, 1 MiB goes zero-copy (RDMA_PUT_RING_MAX)" -- \
+    env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" parts
 EXPECT_TIMEOUT=$((T * 4 + 120))
 expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_stress" "$T"

@@ -309,7 +309,9 @@ cvars:
         verbs, 196608 on shared memory (below it the ring's copy moved a
         stream of messages faster than a CMA rendezvous); else
         1024..1073741824.  (One-sided operations on the node go direct
-        from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN instead.)
+        from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN instead; sent as messages, an
+        accumulate's data and a put's of at most 384 KiB keep to the ring
+        on shared memory.)
 
     - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
       category    : CH3_RDMA
