@@ -101,7 +101,7 @@ static inline size_t iov_bytes(const struct iovec *iov, int n)
  * as it arrives), and a put's of at most RDMA_PUT_RING_MAX bytes.  zc runs
  * one rendezvous per direction at a time, so a stream of puts as zero-copy
  * parts waits a control round trip per put, while the ring overlaps both
- * ranks' copies: 196-384 KiB puts into an MPI_Win_create window moved
+ * ranks' copies: 192-384 KiB puts into an MPI_Win_create window moved
  * 1.10-1.46x the bandwidth through the ring, one put took 0.88-1.02x the
  * time; from 448 KiB the two were even (host H, 2026-12-06, ab.sh 5 pairs,
  * docs/results/rma.md). */
