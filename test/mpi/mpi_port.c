@@ -287,9 +287,10 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 0;
         }
-        if (getenv("MPI_PORT_STDERR") && !freopen(getenv("MPI_PORT_STDERR"), "w", stderr))
-            printf("# mpi_port: cannot write %s: stderr is lost\n", getenv("MPI_PORT_STDERR")),
-                fflush(stdout);
+        if (getenv("MPI_PORT_STDERR") && !freopen(getenv("MPI_PORT_STDERR"), "w", stderr)) {
+            printf("# mpi_port: cannot write %s: stderr is lost\n", getenv("MPI_PORT_STDERR"));
+            fflush(stdout);
+        }
         MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter);
         rc = exchange(inter, 2, 1) != 0;
         if (!strcmp(argv[1], "scribble")) {
