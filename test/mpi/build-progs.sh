@@ -3,7 +3,8 @@
 # exit) holding cpi and the test programs of test/mpi (mpi_check, mpi_large, mpi_eager, mpi_early,
 # mpi_stress, mpi_fork, mpi_ptracer, mpi_life, mpi_hot, mpi_pvars, mpi_spawn, mpi_port, mpi_fin,
 # mpi_waits, mpi_shm_win, mpi_rma_stress, mpi_rma_direct, mpi_rndv, mpi_conns, mpi_conn_wait)
-# built with P's mpicc, and no_cma (CMA forbidden by seccomp, as in containers).
+# built with P's mpicc, no_cma (CMA forbidden by seccomp, as in containers)
+# and mmap_taken.so (an address unmapped is taken before the remap).
 mpi_setup() {
     P=$(mpich_prefix rdma) || { echo "Bail out! ch3:rdma is not built (run make)"; exit 1; }
     W=$(mktemp -d)
@@ -29,7 +30,8 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/mpi_rndv" "$TOP/test/mpi/mpi_rndv.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_conns" "$TOP/test/mpi/mpi_conns.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_conn_wait" "$TOP/test/mpi/mpi_conn_wait.c" &&
-        "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" ||
+        "$P/bin/mpicc" -O2 -o "$W/no_cma" "$TOP/test/mpi/no_cma.c" &&
+        "${CC:-cc}" -O2 -shared -fPIC -o "$W/mmap_taken.so" "$TOP/test/mpi/mmap_taken.c" -ldl ||
         { echo "Bail out! cannot compile the MPI test programs"; exit 1; }
 }
 

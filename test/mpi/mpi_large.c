@@ -41,20 +41,13 @@ static long xfer(unsigned char *b, unsigned char *r, size_t len, unsigned seed)
     return 0;
 }
 
-/* Anonymous memory at exactly at (or anywhere when at is NULL). */
-static unsigned char *map_at(void *at, size_t len)
-{
-    void *p = mmap(at, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 /* Send from (side 0) or receive into (side 1) a mapping, unmap it, map new
- * memory at the same address and transfer again. */
+ * memory at the same address (if no other thread took it) and transfer
+ * again. */
 static void remap(int side)
 {
     size_t len = 4 * MiB;
-    unsigned char *own = rank < 2 ? malloc(len) : NULL, *m = map_at(NULL, len), *again;
+    unsigned char *own = rank < 2 ? malloc(len) : NULL, *m = map_new(NULL, len);
     long errs = 0;
     char what[96];
     int round;
@@ -64,15 +57,14 @@ static void remap(int side)
         errs += xfer(b, r, len, 11 + round);
         errs += xfer(b, r, len, 21 + round);   /* reuse: the cache hits */
         munmap(m, len);
-        again = map_at(m, len);
-        errs += again == NULL;
-        if (again == NULL)
-            break;
-        m = again;
+        if ((m = map_new(m, len)) == NULL) {
+            fprintf(stderr, "mpi_large: rank %d: no memory for %zu bytes\n", rank, len);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
     }
     munmap(m, len);
     free(own);
-    snprintf(what, sizeof(what), "%s buffer unmapped and remapped at the same address, "
+    snprintf(what, sizeof(what), "%s buffer unmapped and mapped again (same address if free), "
              "fresh data each time", side == 0 ? "send" : "receive");
     report(errs, what);
 }

@@ -5,8 +5,9 @@
  * log-uniform from 0 B to --max; each side picks its own layout (contiguous
  * or a strided vector) and its own misalignment; buffers come from malloc
  * (freed after use) or from a mapping that is unmapped and mapped again at
- * the same address now and then, with other contents.  The receiver checks
- * every payload byte and that nothing outside the payload was written.
+ * the same address now and then, with other contents (elsewhere when
+ * another thread mapped there meanwhile).  The receiver checks every
+ * payload byte and that nothing outside the payload was written.
  * Every choice comes from the seed, which is printed: the same seed and
  * rank count replay the same traffic.  Run it with each
  * MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL.  Rank 0 prints TAP.
@@ -23,11 +24,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "mpi_tap.h"
 
 #define GUARD 64                /* sentinel bytes after each buffer */
 #define SENTINEL 0xA5
 
-static int rank, size;
 
 typedef struct layout {
     int vector;
@@ -150,38 +151,34 @@ typedef struct slab {
     size_t len;
 } slab_t;
 
-static unsigned char *slab_get(slab_t * s, size_t need, rng_t * r, long *errs)
+static unsigned char *slab_get(slab_t * s, size_t need, rng_t * r)
 {
     if (s->base && (need > s->len || rnd(r) % 4 == 0)) {
-        void *at = s->base;
-        size_t len = need > s->len ? need : s->len;
+        void *at = need > s->len ? NULL : s->base;
 
         munmap(s->base, s->len);
-        s->base = mmap(need > s->len ? NULL : at, len, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | (need > s->len ? 0 : MAP_FIXED_NOREPLACE),
-                       -1, 0);
-        s->len = len;
-        if (s->base == MAP_FAILED) {
-            s->base = NULL;
-            ++*errs;
-        }
+        s->len = need > s->len ? need : s->len;
+        s->base = map_new(at, s->len);
     } else if (!s->base) {
         s->len = need;
-        s->base = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (s->base == MAP_FAILED) {
-            s->base = NULL;
-            ++*errs;
-        }
+        s->base = map_new(NULL, need);
     }
     return s->base;
 }
 
-static unsigned char *buf_get(slab_t * s, size_t need, rng_t * r, int *mallocd, long *errs)
+/* A buffer of need bytes; one that cannot be had ends the job (the peer
+ * waits for this iteration's message). */
+static unsigned char *buf_get(slab_t * s, size_t need, rng_t * r, int *mallocd)
 {
+    unsigned char *b;
+
     *mallocd = rnd(r) % 2;
-    if (*mallocd)
-        return malloc(need);
-    return slab_get(s, need, r, errs);
+    b = *mallocd ? malloc(need) : slab_get(s, need, r);
+    if (!b) {
+        fprintf(stderr, "mpi_stress: rank %d: no memory for a %zu-byte buffer\n", rank, need);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return b;
 }
 
 /* Check the received payload and that every other byte kept its sentinel. */
@@ -231,17 +228,12 @@ static void iteration(uint64_t seed, uint64_t it, size_t max, slab_t slabs[2], t
     MPI_Request q[2];
     MPI_Status s[2];
     size_t first_bad, bad;
-    long errs = 0;
 
     plan_of(&out, seed, it, rank, max);
     plan_of(&in, seed, it, from, max);
     rx = pick_layout(&r, in.len);
-    sb = buf_get(&slabs[0], out.tx.off + extent(&out.tx) + GUARD, &r, &sm, &errs);
-    rb = buf_get(&slabs[1], rx.off + extent(&rx) + GUARD, &r, &rm, &errs);
-    if (!sb || !rb) {
-        t->mismatches++;
-        return;
-    }
+    sb = buf_get(&slabs[0], out.tx.off + extent(&out.tx) + GUARD, &r, &sm);
+    rb = buf_get(&slabs[1], rx.off + extent(&rx) + GUARD, &r, &rm);
     fill_layout(sb, &out.tx, out.len, out.seed);
     memset(rb, SENTINEL, rx.off + extent(&rx) + GUARD);
     st = type_of(&out.tx, &sc);

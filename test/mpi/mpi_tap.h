@@ -1,7 +1,7 @@
 /*
  * mpi_tap.h: shared helpers of the MPI test programs (header-only): the
- * byte pattern, a collective TAP line per check printed by rank 0, and
- * the channel's MPI_T pvars read by name.
+ * byte pattern, a collective TAP line per check printed by rank 0, the
+ * channel's MPI_T pvars read by name, and fresh mappings.
  */
 #ifndef MPI_TAP_H_INCLUDED
 #define MPI_TAP_H_INCLUDED
@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static __attribute__ ((unused)) int rank, size, failures, ntests;
 
@@ -106,6 +107,23 @@ static __attribute__ ((unused)) void tap_pvars_close(void)
 {
     MPI_T_pvar_session_free(&tap_ses);
     MPI_T_finalize();
+}
+
+/* len bytes of new anonymous memory at `at` if that is still free, else
+ * anywhere (also when at is NULL): another thread may have mapped there
+ * since the program unmapped it -- over verbs the provider moves its queues
+ * when the channel thread grows the SRQ or CQ (mmap_taken.c).  NULL only
+ * when there is no memory. */
+static __attribute__ ((unused)) unsigned char *map_new(void *at, size_t len)
+{
+    void *p = MAP_FAILED;
+
+    if (at)
+        p = mmap(at, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED)
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
 }
 
 #endif /* MPI_TAP_H_INCLUDED */

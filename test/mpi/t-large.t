@@ -5,7 +5,7 @@
 # which messages skip CH3's rendezvous (EAGER_MAX).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 35
+plan 36
 mpi_setup
 V="MPIR_CVAR_CH3_RDMA_VERBOSE=1"
 L=MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL
@@ -17,6 +17,11 @@ expect_output 0 'rank 0 -> 1: zero-copy [1-9].*split 0 \(pushed 0 B' \
     env $V $L=zcopy MPIR_CVAR_CH3_RDMA_CMA_SPLIT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_large" 8
 expect_output 0 'rank 0 -> 1: zero-copy 0 .* copy [1-9]' "copy path only, 2 ranks" -- \
     env $V $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_large"
+# the address a remapped buffer had is taken meanwhile (mmap_taken.c): both
+# ranks go on with memory elsewhere, none gives up while the other waits
+expect_output 0 '^ok 3 - receive buffer unmapped and mapped again' \
+    "remaps whose old address is taken (EEXIST) map elsewhere: all checks pass" -- \
+    env LD_PRELOAD="$W/mmap_taken.so" "$P/bin/mpiexec" -n 2 "$W/mpi_large" 8
 # auto: the shm transport's probe (rdma_shm_probe.c) says which path large
 # parts take on this host, and they take it
 out=$(env $V $L=auto timeout 600 "$P/bin/mpiexec" -n 3 "$W/mpi_large" 8 2>&1); r=$?
