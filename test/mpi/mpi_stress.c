@@ -29,7 +29,6 @@
 #define GUARD 64                /* sentinel bytes after each buffer */
 #define SENTINEL 0xA5
 
-
 typedef struct layout {
     int vector;
     size_t blk, stride, count, off;     /* vector: count blocks of blk bytes */
