@@ -35,6 +35,9 @@ rdma_status_t rb_config_check(const rb_config_t * cfg, const char **what)
     else if (cfg->max_frame % cfg->chunk_size || cfg->max_frame < cfg->chunk_size
              || cfg->max_frame > top / 2 || cfg->max_frame - RB_FRAME_OVERHEAD > RB_LEN_MAX)
         bad = "max_frame";
+    else if (cfg->quiet_frame && (cfg->quiet_frame % cfg->chunk_size
+                                  || cfg->quiet_frame > cfg->max_frame))
+        bad = "quiet_frame";
     else if (cfg->credit_threshold < cfg->chunk_size
              || cfg->credit_threshold > top - cfg->max_frame)
         bad = "credit_threshold";
@@ -82,6 +85,8 @@ rb_config_t rb_config_fit(const rb_config_t * cfg, size_t ring)
 
     c.ring_size = ring;
     c.max_frame = rb_min(cfg->max_frame, ring / 2);
+    c.quiet_frame = (uint32_t) rb_min(cfg->quiet_frame ? cfg->quiet_frame : c.max_frame,
+                                      c.max_frame);
     c.credit_threshold = rb_min(cfg->credit_threshold, ring - c.max_frame);
     if (c.sched_c0) {
         c.sched_max = rb_min(rb_scaled(cfg->sched_max, top, ring, chunk), ring / 2);

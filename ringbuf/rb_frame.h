@@ -334,13 +334,14 @@ static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
  * frames then takes two slots instead of a PAD and offset 0 per message,
  * while neither the first message of a burst nor a small one before
  * streamed data leaves the rest only its offset of room).  rb_pipe_putv's
- * loop would build exactly that frame. */
+ * loop would build exactly that frame.  A frame past quiet_frame is left
+ * to the loop, which reads the tail afresh to size it. */
 static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint64_t span = rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len);
 
-    return len && span <= p->tx.cfg.max_frame && off + span <= p->tx.cfg.ring_size
+    return len && span <= p->tx.cfg.quiet_frame && off + span <= p->tx.cfg.ring_size
         && span <= rb_tx_room(p) && !p->tx.wr_frames
         && (!rb_tx_past_hot(p, off)
             || (p->tx.quiet && span > p->tx.cfg.hot_window / 4 && off < p->tx.cfg.hot_window

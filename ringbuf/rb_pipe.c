@@ -209,11 +209,12 @@ static rdma_status_t rb_tx_rewind(rb_pipe_t * p)
 static rdma_status_t rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t total, size_t *nbytes)
 {
     rb_cursor_t cur = { iov, 0 };
-    size_t done = 0;
+    size_t done = 0, fmax;
     int rc = RDMA_OK, win = 0;
 
     p->tx.tail = rb_tx_tail_seen(p);
     p->tx.quiet = p->tx.head == p->tx.tail;
+    fmax = p->tx.quiet ? p->tx.cfg.quiet_frame : p->tx.cfg.max_frame;  /* fitted: never 0 */
     if (total)
         rc = rb_tx_rewind(p);
     while (done < total && rc == RDMA_OK) {
@@ -225,8 +226,8 @@ static rdma_status_t rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t t
 
         if (room > p->tx.cfg.ring_size - off)
             room = p->tx.cfg.ring_size - off;
-        if (room > p->tx.cfg.max_frame)
-            room = p->tx.cfg.max_frame;
+        if (room > fmax)
+            room = fmax;
         if (room < p->tx.cfg.chunk_size)
             break;
         /* a frame that opens a write (a group ends where the ring wraps) */

@@ -211,6 +211,15 @@ typedef struct rb_config {
      * store publishes the frame (shm): no tail flag is written or checked,
      * and the sender never reads the peer's line to pick alt. */
     int flag_publishes;
+    /* Frames of a message that starts on an empty ring (every frame
+     * consumed, as the sender last saw the tail): there the receiver
+     * waits, and shorter frames let its copy start sooner.  A message
+     * that finds frames unconsumed (a stream) has max_frame frames, fewer
+     * per frame costs.  0: max_frame always; else a multiple of
+     * chunk_size, chunk_size..max_frame (rb_config_fit: at most max_frame,
+     * 0 becomes max_frame).  32 bits: it fills the padding after
+     * flag_publishes. */
+    uint32_t quiet_frame;
     /* 0 or ring_size: the ring keeps its size; else a power of two above
      * ring_size that it grows to at most (rb_pipe.h, "Growing rings"): the
      * sizes above are checked against it and fitted to each ring size

@@ -26,11 +26,12 @@
  *
  *   mpiexec -n N mpi_rma_direct parts
  *
- * Shared memory, puts as messages (RMA_CMA_MIN unset), large parts forced
- * zero-copy (LARGE_PROTOCOL=zcopy): only check 7.  A 256 KiB put's data
- * keeps to the ring (rdma_copy_parts grows, rdma_zcopy_parts does not),
- * a 1 MiB put's is a zero-copy part (ch3_send.c, RDMA_PUT_RING_MAX); both
- * land.
+ * Shared memory, puts and gets as messages (RMA_CMA_MIN unset), large
+ * parts forced zero-copy (LARGE_PROTOCOL=zcopy): only check 7.  A 256 KiB
+ * put's data keeps to the ring (rdma_copy_parts grows, rdma_zcopy_parts
+ * does not), a 1 MiB put's is a zero-copy part; so is the answer to a lone
+ * 256 KiB get, while of four such gets in one flush the answers queued
+ * behind the first keep to the ring (ch3_send.c, ring_only); all land.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -254,31 +255,56 @@ static long dynamic(void)
     return errs;
 }
 
-/* One put of len bytes to next at displacement disp, flushed; 1 (and a
- * message) if the zero-copy parts did not grow as zc says (1: by at least
- * one, 0: not at all) or the copy parts did not grow where they must. */
-static long put_part(const unsigned char *src, size_t len, int next, MPI_Aint disp, MPI_Win win,
-                     int zc)
+/* 1 (and a message) unless the zero-copy and copy parts this rank sent
+ * since z0, c0 lie in [zlo, zhi] and [clo, chi]. */
+static long parts_check(const char *what, size_t len, unsigned long long z0,
+                        unsigned long long c0, unsigned long long zlo, unsigned long long zhi,
+                        unsigned long long clo, unsigned long long chi)
 {
-    unsigned long long z0 = tap_pvar(V_ZC), c0 = tap_pvar(V_COPY), z, c;
+    unsigned long long z = tap_pvar(V_ZC) - z0, c = tap_pvar(V_COPY) - c0;
 
-    MPI_Put(src, (int) len, MPI_BYTE, next, disp, (int) len, MPI_BYTE, win);
-    MPI_Win_flush(next, win);
-    z = tap_pvar(V_ZC) - z0;
-    c = tap_pvar(V_COPY) - c0;
-    if (zc ? z >= 1 : z == 0 && c >= 1)
+    if (z >= zlo && z <= zhi && c >= clo && c <= chi)
         return 0;
-    fprintf(stderr, "rank %d: a put of %zu B: zero-copy parts +%llu, copy parts +%llu "
-            "(expected %s)\n", rank, len, z, c, zc ? "zero-copy" : "copy, no zero-copy");
+    fprintf(stderr, "rank %d: %s of %zu B: zero-copy parts +%llu, copy parts +%llu "
+            "(expected %llu..%llu, %llu..%llu)\n", rank, what, len, z, c, zlo, zhi, clo, chi);
     return 1;
 }
 
-/* Check 7: which large puts keep to the ring. */
-static long put_parts(void)
+/* One put of len bytes to next at displacement disp, flushed: its data a
+ * zero-copy part (zc) or through the ring. */
+static long put_part(const unsigned char *src, size_t len, int next, MPI_Aint disp, MPI_Win win,
+                     int zc)
+{
+    unsigned long long z0 = tap_pvar(V_ZC), c0 = tap_pvar(V_COPY);
+
+    MPI_Put(src, (int) len, MPI_BYTE, next, disp, (int) len, MPI_BYTE, win);
+    MPI_Win_flush(next, win);
+    return parts_check("a put", len, z0, c0, zc, zc ? ~0ULL : 0, !zc, ~0ULL);
+}
+
+/* n gets of len bytes from next into dst, one flush; this rank answers
+ * its previous one's: a lone answer is a zero-copy part, answers queued
+ * behind another keep to the ring (at least one of n > 1). */
+static long get_parts(unsigned char *dst, size_t len, int n, int next, MPI_Win win)
+{
+    unsigned long long z0 = tap_pvar(V_ZC), c0 = tap_pvar(V_COPY);
+
+    for (int i = 0; i < n; i++)
+        MPI_Get(dst + (size_t) i * len, (int) len, MPI_BYTE, next, (MPI_Aint) ((size_t) i * len),
+                (int) len, MPI_BYTE, win);
+    MPI_Win_flush(next, win);
+    MPI_Barrier(MPI_COMM_WORLD);        /* every answer accepted and counted */
+    return parts_check(n > 1 ? "queued get answers" : "a lone get's answer", len, z0, c0,
+                       n > 1 ? 0 : 1, (unsigned) n, n > 1, (unsigned) n - 1)
+        + (bad_bytes(dst, (size_t) n * len, (unsigned) next) != 0);
+}
+
+/* Check 7: which large puts and get answers keep to the ring. */
+static long rma_parts(void)
 {
     const size_t small = 256 << 10, large = 1 << 20;
     int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-    unsigned char *mem = calloc(1, small + large), *src = malloc(large);
+    unsigned char *mem = calloc(1, small + large), *src = malloc(large), *dst = malloc(large);
     long errs = 0;
     MPI_Win win;
 
@@ -290,7 +316,13 @@ static long put_parts(void)
     MPI_Barrier(MPI_COMM_WORLD);
     errs += bad_bytes(mem, small, (unsigned) prev) != 0;
     errs += bad_bytes(mem + small, large, (unsigned) prev) != 0;
+    fill(mem, small + large, (unsigned) rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, win);
+    errs += get_parts(dst, small, 1, next, win) + get_parts(dst, small, 4, next, win);
+    MPI_Win_unlock_all(win);
     MPI_Win_free(&win);
+    free(dst);
     free(src);
     free(mem);
     return errs;
@@ -306,8 +338,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     tap_pvars_open(pvar_names, 5);
     if (argc > 1 && !strcmp(argv[1], "parts")) {
-        report(put_parts(), "shm, puts as messages: a 256 KiB put's data keeps to the ring, "
-               "a 1 MiB put's goes zero-copy; both land");
+        report(rma_parts(), "shm, puts and gets as messages: a 256 KiB put's data keeps to the "
+               "ring, a 1 MiB put's and a lone 256 KiB get's answer go zero-copy, get answers "
+               "queued behind another keep to the ring; all land");
         goto done;
     }
     expect_direct = argc > 1 ? atoi(argv[1]) : 1;

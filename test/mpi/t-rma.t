@@ -28,7 +28,7 @@ expect_output 0 '^1\.\.7$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, n
     env $CMA MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 expect_output 0 '^1\.\.7$' "RMA_CMA_MIN unset: on the node every operation is a message (the target's split copy is faster)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
-expect_output 0 '^ok 1 ' "MPI_Win_create puts as messages: 256 KiB keeps to the ring, 1 MiB goes zero-copy (RDMA_PUT_RING_MAX)" -- \
+expect_output 0 '^ok 1 ' "MPI_Win_create puts and gets as messages: a 256 KiB put and queued 256 KiB get answers keep to the ring, a 1 MiB put and a lone get answer go zero-copy (ring_only)" -- \
     env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" parts
 EXPECT_TIMEOUT=$((T * 4 + 120))
 expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \

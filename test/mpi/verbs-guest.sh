@@ -47,14 +47,20 @@ else
 fi
 expect_output 0 '^1\.\.6' "verbs forced, basic pipe mode" -- \
     env $V MPIR_CVAR_CH3_RDMA_PIPE_MODE=basic "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
-# mode_run MODE [VAR=VALUE...] PROG ARGS (2 ranks, verbose): r, the exit
-# status; modes, how many of the 2 connections run MODE
+# mode_run MODE [VAR=VALUE...] PROG ARGS (2 ranks, verbose): r and jr, the
+# exit status; modes, how many of the 2 connections run MODE
 mode_run() {
     local m=$1
     shift
     out=$(env $V MPIR_CVAR_CH3_RDMA_VERBOSE=1 timeout 300 env "$@" 2>&1)
-    r=$?
+    r=$? jr=$?
     modes=$(grep -c "rank [01] -> [01]: verbs mode=$m " <<< "$out")
+}
+# mode_diag: a failed mode_run check's job status (a hang shows as the
+# timeout), TAP and channel lines
+mode_diag() {
+    { [ "$jr" -ne 124 ] && echo "job exit status $jr" || echo "job exit status 124: timed out after 300 s"
+      grep -E 'ok|verbs mode|ch3:rdma' <<< "$out"; } | diag
 }
 # rxe does not report in-order placement: the auto mode verifies small
 # frames and writes the rest with immediate (rb_pipe.h, "Self-verifying
@@ -63,7 +69,7 @@ mode_run verified "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 20 --max 10485
 [[ $r -eq 0 && $modes -eq 2 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
 r=$?
 ok $r "verbs forced, auto mode self-verifying on both connections: randomized stress, 20 s, sizes 0..1 MiB, 0 mismatches"
-[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+[ $r -eq 0 ] || mode_diag
 # the receives of both connections come from one shared receive queue; at 16
 # (of 2 x 96 wanted) writes meet RNR NAKs and its limit event grows it
 mode_run verified MPIR_CVAR_CH3_RDMA_SRQ_SIZE=16 "$P/bin/mpiexec" -n 2 "$W/mpi_stress" --seconds 10 --max 1048576
@@ -72,7 +78,7 @@ grew=$(grep -Ec "rank [01] verbs: .*; srq: room (32|64|128|256), [1-9][0-9]* lim
 [[ $r -eq 0 && $srqs -eq 2 && $grew -ge 1 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
 r=$?
 ok $r "verbs forced, SRQ_SIZE=16: randomized stress, 10 s, both connections' receives in the shared queue ($srqs of 2), grown on its limit event ($grew of 2 ranks), 0 mismatches"
-[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+[ $r -eq 0 ] || mode_diag
 mode_run verified MPIR_CVAR_CH3_RDMA_SRQ_SIZE=0 "$P/bin/mpiexec" -n 2 "$W/mpi_check" 262144
 own=$(grep -Ec "rank [01] -> [01]: verbs .* rq=[0-9]+ " <<< "$out")
 [[ $r -eq 0 && $own -eq 2 ]] && grep -q '^1\.\.6' <<< "$out"
@@ -88,12 +94,12 @@ flag_run "$W/mpi_check" 262144
 [[ $r -eq 0 && $modes -eq 2 ]] && grep -q '^1\.\.6' <<< "$out" && ! grep -q '^not ok' <<< "$out"
 r=$?
 ok $r "verbs forced, flag polling forced: mpi_check 0..256 KiB, both connections polled ($modes of 2)"
-[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+[ $r -eq 0 ] || mode_diag
 flag_run "$W/mpi_stress" --seconds 20 --max 1048576
 [[ $r -eq 0 && $modes -eq 2 ]] && grep -q '^ok 1 .* 0 mismatches' <<< "$out"
 r=$?
 ok $r "verbs forced, flag polling forced: randomized stress, 20 s, sizes 0..1 MiB, 0 mismatches"
-[ $r -eq 0 ] || echo "$out" | grep -E 'ok|verbs mode|ch3:rdma' | diag
+[ $r -eq 0 ] || mode_diag
 # Over verbs a point-to-point header travels as its own struct, an
 # eager-short one only up to its data's end (MPIDI_CH3I_pkt_wire_len): an
 # 8-byte message is 32 B of frame payload, not 80 + 8 (nor the 40-byte struct)

@@ -189,30 +189,33 @@ static void flows_init(flow_t * f, uint64_t total)
 static void t_config(void)
 {
     static const rb_config_t bad[] = {
-        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, RB_WRITES_MAX + 1, 0},
-        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
-        {4096, 64, 1024, 1024, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1},
-        {4096, 64, 1024, 1024, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2},
+        {3000, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {128, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 48, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 32, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 2048, 2048, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1000, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 0, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 4096, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 96, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 2048, 0, 0, 0},
+        {4096, 64, 1024, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 3500, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 32, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 4096, 0, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, RB_WRITES_MAX + 1, 0},
+        {4096, 64, 1024, 1024, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {4096, 64, 1024, 1024, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {4096, 64, 1024, 1024, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2},
     };
     static const char *const field[] = {
         "ring_size", "ring_size", "chunk_size", "chunk_size", "chunk_size", "max_frame",
-        "max_frame", "max_frame", "credit_threshold", "credit_threshold", "mode",
+        "max_frame", "max_frame", "quiet_frame", "quiet_frame", "credit_threshold",
+        "credit_threshold", "mode",
         "completion_driven", "hot_window", "hot_window", "flag_publishes", "max_writes",
         "max_writes", "verify", "verify", "verify",
     };
@@ -343,9 +346,11 @@ static void t_stream(rb_mode_t mode, const char *name)
     rb_config_t c = t_cfg(4096, 64, 1024, 1024, mode);
     flow_t f[2];
 
+    c.quiet_frame = 256;        /* frames of both sizes */
     pair_init(&c);
     flows_init(f, 1 << 20);
-    ok(flows_run(f, 2, 3000, 8) == 0, "%s: 1 MiB each way, random sizes and iov splits", name);
+    ok(flows_run(f, 2, 3000, 8) == 0,
+       "%s: 1 MiB each way, random sizes and iov splits, 256 B frames on an empty ring", name);
     ok(A.p.tx.head / c.ring_size > 100 && B.p.tx.head / c.ring_size > 100,
        "%s: rings wrapped %llu times", name, (unsigned long long) (A.p.tx.head / c.ring_size));
     if (mode == RB_MODE_BASIC) {
@@ -687,6 +692,42 @@ static void t_lap_big(void)
     ok(good && A.p.stats.wraps == 0 && A.p.stats.rewinds == 1,
        "lap ends: a small message after an 8 KiB ping-pong rewinds (%llu lap ends, %llu rewinds)",
        (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
+}
+
+/* quiet_frame: a message that finds the ring empty goes in frames of at
+ * most quiet_frame bytes, one that finds frames unread in max_frame ones
+ * (the multi-frame and the one-frame path); the data arrives whole. */
+static void t_quiet_frame(void)
+{
+    rb_config_t c = t_cfg(16384, 64, 4096, 64, RB_MODE_BASIC);
+    uint8_t src[3000], dst[9000];
+    unsigned long f[4];
+    size_t k, got = 0, n;
+    int i;
+
+    for (k = 0; k < sizeof(src); k++)
+        src[k] = pat(0, k);
+    c.quiet_frame = 1024;
+    pair_init(&c);
+    for (i = 0; i < 3; i++) {   /* empty ring, then two with frames unread */
+        f[i] = A.p.stats.frames_tx;
+        put1(&A, src, sizeof(src));
+    }
+    f[3] = A.p.stats.frames_tx;
+    while ((n = get1(&B, dst + got, sizeof(dst) - got)) > 0)
+        got += n;
+    for (i = 0; i < 3; i++)
+        k = k && !memcmp(dst + i * sizeof(src), src, sizeof(src));
+    is_int((int) (f[1] - f[0]), (int) ((sizeof(src) + 1024 - A.p.ovh - 1) / (1024 - A.p.ovh)),
+           "quiet_frame: 3000 B to an empty ring in frames of at most 1 KiB");
+    ok(f[2] - f[1] == 1 && f[3] - f[2] == 1,
+       "quiet_frame: 3000 B behind unread frames in one max_frame frame (%lu, %lu)",
+       f[2] - f[1], f[3] - f[2]);
+    ok(got == sizeof(dst) && k, "quiet_frame: all 9000 B arrive in order (%zu)", got);
+    f[0] = A.p.stats.frames_tx;
+    put1(&A, src, 2000);        /* everything read and credited: empty again */
+    ok(A.p.stats.frames_tx - f[0] == 2 && get1(&B, dst, sizeof(dst)) == 2000
+       && !memcmp(dst, src, 2000), "quiet_frame: the ring read empty: 2000 B in 2 frames again");
 }
 
 /* The express receive path (rb_pipe_t.express): taken on a flag-
@@ -1741,6 +1782,7 @@ int main(void)
     t_sweep_hot();
     t_lazy();
     t_quiet();
+    t_quiet_frame();
     t_express();
     t_express_tail();
     t_both_full();

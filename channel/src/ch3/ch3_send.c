@@ -98,21 +98,26 @@ static inline size_t iov_bytes(const struct iovec *iov, int n)
 
 /* Data that keeps to the ring on shared memory (rdma_chan_putv_ring): an
  * accumulate's (a stream unit of at most 256 KiB, which the target reduces
- * as it arrives), and a put's of at most RDMA_PUT_RING_MAX bytes.  zc runs
- * one rendezvous per direction at a time, so a stream of puts as zero-copy
- * parts waits a control round trip per put, while the ring overlaps both
- * ranks' copies: 192-384 KiB puts into an MPI_Win_create window moved
- * 1.10-1.46x the bandwidth through the ring, one put took 0.88-1.02x the
- * time; from 448 KiB the two were even (host H, 2026-12-06, ab.sh 5 pairs,
- * docs/results/rma.md). */
-#define RDMA_PUT_RING_MAX (384 * 1024)
+ * as it arrives), a put's of at most RDMA_RMA_RING_MAX bytes, and a get's
+ * answer of at most that many that queues behind another send.  zc runs
+ * one rendezvous per direction at a time, so a stream of them as
+ * zero-copy parts waits a control round trip per operation, while the
+ * ring overlaps both ranks' copies: 192-384 KiB puts into an
+ * MPI_Win_create window moved 1.10-1.46x the bandwidth through the ring,
+ * one put took 0.88-1.02x the time; from 448 KiB the two were even.  A
+ * get stream moved 1.24-1.46x at 256-384 KiB, but one get took
+ * 1.08-1.18x the time through the ring, so a get's answer that goes out
+ * at once stays zero-copy (host H, 2026-12-06, docs/results/rma.md). */
+#define RDMA_RMA_RING_MAX (384 * 1024)
 
-static inline int ring_only(const struct iovec *iov, int n)
+static inline int ring_only(const MPIDI_VC_t * vc, const struct iovec *iov, int n)
 {
     const MPIDI_CH3_Pkt_t *p = iov[0].iov_base;
 
     return p->type == MPIDI_CH3_PKT_ACCUMULATE || p->type == MPIDI_CH3_PKT_GET_ACCUM
-        || (p->type == MPIDI_CH3_PKT_PUT && iov_bytes(iov + 1, n - 1) <= RDMA_PUT_RING_MAX);
+        || ((p->type == MPIDI_CH3_PKT_PUT
+             || (p->type == MPIDI_CH3_PKT_GET_RESP && vc->ch.sendq_head != NULL))
+            && iov_bytes(iov + 1, n - 1) <= RDMA_RMA_RING_MAX);
 }
 
 /* Queue the unsent rest of iov (nb bytes sent) in sreq, or in a new
@@ -127,7 +132,7 @@ static int send_queue(MPIDI_VC_t * vc, MPIR_Request * sreq, const struct iovec *
         MPIR_ERR_CHKANDJUMP(sreq == NULL, mpi_errno, MPI_ERR_OTHER, "**nomem");
         MPIR_Object_set_ref(sreq, 2);
         sreq->dev.OnDataAvail = NULL;
-        sreq->ch.ring = ring_only(iov, n);
+        sreq->ch.ring = ring_only(vc, iov, n);
         *sreq_out = sreq;
     }
     req_save_iov(sreq, iov, n, nb, hdr);
@@ -174,7 +179,7 @@ int start_msg(MPIDI_VC_t * vc, struct iovec *iov, int n, MPIR_Request ** sreq_ou
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     if (likely(vc->ch.sendq_head == NULL)) {
-        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, ring_only(iov, n), iov, n, &nb);
+        mpi_errno = MPIDI_CH3I_RDMA_put_datav(vc, ring_only(vc, iov, n), iov, n, &nb);
         MPIR_ERR_CHECK(mpi_errno);
         if (nb == total)
             goto fn_exit;
@@ -196,7 +201,7 @@ static int send_req(MPIDI_VC_t * vc, MPIR_Request * sreq, struct iovec *iov, int
 
     if (unlikely(owes(iov[0].iov_base)))
         MPIDI_CH3I_Owed_pkt(vc, iov[0].iov_base);
-    sreq->ch.ring = ring_only(iov, n);
+    sreq->ch.ring = ring_only(vc, iov, n);
     mpi_errno = send_prepare(vc, iov, n, &total);
     MPIR_ERR_CHECK(mpi_errno);
     while (vc->ch.sendq_head == NULL) {

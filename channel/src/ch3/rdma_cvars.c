@@ -85,9 +85,11 @@ cvars:
       description : >-
         PIPELINE=fixed: largest frame (bytes, header included) written to
         the ring at once; longer messages are pipelined in frames of this
-        size.  -1: 32768 on shared memory (docs/tuning.md says why), 16384
-        over verbs (P3's), at most RING_SIZE/2; else a multiple of
-        RING_CHUNK, at most RING_SIZE/2.
+        size.  -1: on shared memory 32768 for a message that finds the
+        ring empty (its receiver waits for it) and 65536 for one that
+        finds earlier frames unread (a stream; docs/tuning.md says why),
+        16384 over verbs (P3's), at most RING_SIZE/2; else one size, a
+        multiple of RING_CHUNK, at most RING_SIZE/2.
 
     - name        : MPIR_CVAR_CH3_RDMA_PIPELINE
       category    : CH3_RDMA
@@ -511,6 +513,7 @@ static rdma_status_t rdma_superpipe_config(rb_config_t * cfg, int apply, char *m
     if (!apply)
         goto fn_exit;
     cfg->max_frame = MPL_MIN((block + chunk - 1) / chunk * chunk, ring / 2);
+    cfg->quiet_frame = 0;       /* sub-blocks: one size */
     cfg->sched_max = ring / 4;
     cfg->sched_c0 = MPL_MAX(MPL_MIN(c0, ring / 4), chunk);
     cfg->sched_q = q;
@@ -526,8 +529,10 @@ static rdma_status_t rdma_superpipe_config(rb_config_t * cfg, int apply, char *m
  * 2026-12-05 against 16 KiB (same build, 5 alternating pairs): latency
  * 0.83-0.94 at 16-128 KiB, bandwidth 1.17-1.22x, bidirectional 1.38-1.54x;
  * 64 KiB frames moved 5-10% more in a stream but took 1.09-1.18x 32 KiB's
- * latency at 64-128 KiB (docs/results/shm.md). */
-enum { RDMA_FRAME_SHM = 32768, RDMA_FRAME_VERBS = 16384 };
+ * latency at 64-128 KiB (docs/results/shm.md).  So both: 32 KiB frames for
+ * a message that finds the ring empty (its receiver waits), 64 KiB in a
+ * stream (rb_config_t.quiet_frame; host H 2026-12-06, docs/results/rma.md). */
+enum { RDMA_FRAME_SHM = 65536, RDMA_FRAME_SHM_QUIET = 32768, RDMA_FRAME_VERBS = 16384 };
 
 /* Pipe geometry from the CVARs, for shm and for verbs connections (which
  * differ in the pipeline: PIPELINE=auto runs the superpipeline over verbs
@@ -580,6 +585,8 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     shm->ring_max = ring > shm_init ? ring : 0;
     shm->chunk_size = shm_chunk;
     shm->max_frame = frame == -1 ? MPL_MIN(RDMA_FRAME_SHM, ring / 2) : frame;
+    shm->quiet_frame = frame == -1
+        ? (uint32_t) MPL_MIN(MPL_MAX(RDMA_FRAME_SHM_QUIET, shm_chunk), shm->max_frame) : 0;
     shm->credit_threshold = thr;
     shm->hot_window = hot;
     shm->mode = strcmp(MPIR_CVAR_CH3_RDMA_PIPE_MODE, "basic") ? RB_MODE_PIGGYBACK : RB_MODE_BASIC;
@@ -591,6 +598,7 @@ static rdma_status_t rdma_ring_config(rb_config_t * shm, rb_config_t * rdma, cha
     rdma->ring_max = ring > init ? ring : 0;
     rdma->flag_publishes = 0;
     rdma->max_frame = frame == -1 ? MPL_MIN(RDMA_FRAME_VERBS, ring / 2) : frame;
+    rdma->quiet_frame = 0;
     st = rdma_superpipe_config(rdma, strcmp(pl, "fixed") != 0, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

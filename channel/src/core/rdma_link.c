@@ -17,6 +17,8 @@ rdma_status_t rdma_link_bind(rdma_conn_t * c, const rdma_link_config_t * cfg,
     ring.verify = mem->verify;
     if (mem->peer_max_frame && mem->peer_max_frame < ring.max_frame)
         ring.max_frame = mem->peer_max_frame;   /* both ends: the smaller */
+    if (ring.quiet_frame > ring.max_frame)
+        ring.quiet_frame = (uint32_t) ring.max_frame;
     rc = rb_pipe_init(&l->pipe, &ring, c->ops->pipe_ops, c->priv, mem->stage, mem->tail_word,
                       mem->ring, mem->head_word);
     if (rc == RDMA_OK)
