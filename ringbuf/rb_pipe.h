@@ -212,7 +212,7 @@ typedef struct rb_config {
      * and the sender never reads the peer's line to pick alt. */
     int flag_publishes;
     /* Frames of a message that starts on an empty ring (every frame
-     * consumed, as the sender last saw the tail): there the receiver
+     * consumed, by the tail read as it starts): there the receiver
      * waits, and shorter frames let its copy start sooner.  A message
      * that finds frames unconsumed (a stream) has max_frame frames, fewer
      * per frame costs.  0: max_frame always; else a multiple of
