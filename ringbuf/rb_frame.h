@@ -306,11 +306,23 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len, int at)
     return off;
 }
 
-/* A frame at ring offset off would lie past the hot window (by offset, or
- * by the frame bytes written since offset 0). */
-static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
+/* One-way streams of larger frames ignore the hot window: a frame of
+ * `bytes` over hot_window/32 with no frame come back since our last (in a
+ * ping-pong one has).  A stream's receiver that keeps up empties the ring
+ * before each message, so rewinds and lap ends there held the sender to a
+ * few frames ahead, each past the window taking the slow path to read the
+ * tail (1 KiB messages at 0.52x the rate, docs/results/shm.md); small
+ * frames keep the window, whose warm lines they gain more from. */
+static inline int rb_tx_streams(const rb_pipe_t * p, uint64_t bytes)
 {
-    return p->tx.cfg.hot_window && off
+    return p->rx.consumed == p->quiet_rx && bytes > p->tx.cfg.hot_window / 32;
+}
+
+/* A frame of `bytes` at ring offset off would lie past the hot window (by
+ * offset, or by the frame bytes written since offset 0). */
+static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off, uint64_t bytes)
+{
+    return p->tx.cfg.hot_window && off && !rb_tx_streams(p, bytes)
         && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
 }
 
@@ -320,10 +332,11 @@ static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off)
 static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
+    uint64_t bytes = p->ovh + rb_pad8(len);
 
-    return p->tx.cfg.hot_window && p->tx.head == p->tx.tail
+    return p->tx.cfg.hot_window && p->tx.head == p->tx.tail && !rb_tx_streams(p, bytes)
         && off >= rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len)
-        && off + p->ovh + rb_pad8(len) >= p->tx.cfg.hot_window / 32;
+        && off + bytes >= p->tx.cfg.hot_window / 32;
 }
 
 /* The common small message: all of it fits in one frame at tx.head now
@@ -343,7 +356,7 @@ static inline int rb_tx_one_fits(rb_pipe_t * p, size_t len)
 
     return len && span <= p->tx.cfg.quiet_frame && off + span <= p->tx.cfg.ring_size
         && span <= rb_tx_room(p) && !p->tx.wr_frames
-        && (!rb_tx_past_hot(p, off)
+        && (!rb_tx_past_hot(p, off, p->ovh + rb_pad8(len))
             || (p->tx.quiet && span > p->tx.cfg.hot_window / 4 && off < p->tx.cfg.hot_window
                 && rb_tx_lap_ends(p, len)))
         && rb_tx_window(p, 1);

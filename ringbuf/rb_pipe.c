@@ -196,9 +196,9 @@ rdma_status_t rb_tx_send(rb_pipe_t * p, int type, size_t len)
 /* Hot window (rb_config_t.hot_window): on an empty ring past the window,
  * a PAD frame over the ring end makes the next frame start at offset 0.
  * The PAD is the last frame of its group, as at any ring end. */
-static rdma_status_t rb_tx_rewind(rb_pipe_t * p)
+static rdma_status_t rb_tx_rewind(rb_pipe_t * p, uint64_t bytes)
 {
-    if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head)) || p->tx.head != p->tx.tail
+    if (!rb_tx_past_hot(p, rb_ring_off(&p->tx.cfg, p->tx.head), bytes) || p->tx.head != p->tx.tail
         || !rb_tx_window(p, 1))
         return RDMA_OK;
     p->stats.rewinds++;
@@ -216,7 +216,7 @@ static rdma_status_t rb_tx_putv(rb_pipe_t * p, const struct iovec *iov, size_t t
     p->tx.quiet = p->tx.head == p->tx.tail;
     fmax = p->tx.quiet ? p->tx.cfg.quiet_frame : p->tx.cfg.max_frame;  /* fitted: never 0 */
     if (total)
-        rc = rb_tx_rewind(p);
+        rc = rb_tx_rewind(p, p->ovh + rb_pad8(total));
     while (done < total && rc == RDMA_OK) {
         /* room: chunk multiples, so a non-zero room holds >= 40 payload
          * bytes; the frame ends at the ring end at the latest */
@@ -284,7 +284,7 @@ static rdma_status_t rb_tx_place(rb_pipe_t * p, uint64_t span, int *fits)
         p->stats.window_stalls++;
         return RDMA_OK;
     }
-    if ((rc = rb_tx_rewind(p)) != RDMA_OK)
+    if ((rc = rb_tx_rewind(p, span)) != RDMA_OK)
         return rc;
     off = rb_ring_off(&p->tx.cfg, p->tx.head);
     if (off + span > p->tx.cfg.ring_size) {

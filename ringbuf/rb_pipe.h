@@ -204,7 +204,9 @@ typedef struct rb_config {
      * on before the frame is consumed has its offset's bytes of room, so
      * one more frame of its size.  A fixed slot, 512 bytes and 1 KiB of
      * slots took 0.75, 0.76 and 0.85 of a 16 KiB walk's time per round
-     * trip (npb-scripts/progs/ring_walk.c, 88 B).
+     * trip (npb-scripts/progs/ring_walk.c, 88 B).  A one-way stream of
+     * frames over hot_window/32 bytes (no frame back since the sender's
+     * last) neither rewinds nor ends laps (rb_tx_streams).
      * 0: off; otherwise chunk_size..ring_size/2. */
     size_t hot_window;
     /* 1 where the stage IS the peer's ring and the head flag's release

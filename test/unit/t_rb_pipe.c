@@ -694,6 +694,34 @@ static void t_lap_big(void)
        (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
 }
 
+/* One-way streams (rb_tx_streams): a receiver that keeps up empties the
+ * ring before each message, yet frames over hot_window/32 bytes walk the
+ * ring, no lap end or rewind holding the sender back, while 8-byte frames
+ * keep to the window's slots. */
+static void t_hot_stream(void)
+{
+    rb_config_t c = t_cfg(65536, 64, 1024, 1024, RB_MODE_PIGGYBACK);
+    uint8_t m[100] = { 0 }, r[128];
+    int i, good = 1;
+
+    pair_init_lap(&c);
+    for (i = 0; i < 400 && good; i++)
+        good = put1(&A, m, 100) == 100 && get1(&B, r, sizeof(r)) == 100;
+    ok(good && A.p.stats.wraps + A.p.stats.rewinds == 0 && A.max_end > 16384,
+       "hot stream: 100-byte frames taken one by one walk the ring (%zu; %llu lap ends, "
+       "%llu rewinds)", A.max_end, (unsigned long long) A.p.stats.wraps,
+       (unsigned long long) A.p.stats.rewinds);
+    for (i = 0; i < 16 && good; i++)
+        good = put1(&A, m, 100) == 100;
+    ok(good, "hot stream: then 16 more go before the receiver takes any");
+    pair_init_lap(&c);
+    for (i = 0, good = 1; i < 400 && good; i++)
+        good = put1(&A, m, 8) == 8 && get1(&B, r, sizeof(r)) == 8;
+    ok(good && A.max_end <= 1024 + 64 && A.p.stats.wraps + A.p.stats.rewinds > 0,
+       "hot stream: 8-byte frames keep to the window (%zu; %llu lap ends, %llu rewinds)",
+       A.max_end, (unsigned long long) A.p.stats.wraps, (unsigned long long) A.p.stats.rewinds);
+}
+
 /* quiet_frame: a message that finds the ring empty goes in frames of at
  * most quiet_frame bytes, one that finds frames unread in max_frame ones
  * (the multi-frame and the one-frame path); the data arrives whole. */
@@ -1775,6 +1803,7 @@ int main(void)
     t_hot(RB_MODE_PIGGYBACK, 1, "completion-driven");
     t_lap();
     t_lap_big();
+    t_hot_stream();
     t_publish();
     t_stale(1008, "frames cleared whole");
     t_stale(32752, "frames cleared lazily");
