@@ -201,6 +201,13 @@ static inline int rb_tx_verified(const rb_pipe_t * p, size_t len, int user)
 uint64_t rb_tx_check(rb_pipe_t * p, uint8_t * f, uint64_t flag, uint64_t info, size_t len,
                      int user);
 
+/* Has a frame come back since our last one went out (a ping-pong, not a
+ * one-way stream)? */
+static inline int rb_tx_answered(const rb_pipe_t * p)
+{
+    return p->rx.consumed != p->quiet_rx;
+}
+
 /* Lazy pipes: a frame of two chunks sent to an empty ring after a frame
  * came back (a ping-pong's small message) is quiet, RB_INFO_QUIET: its
  * receiver clears only its flag word, and its second chunk's word stays
@@ -212,7 +219,7 @@ static inline uint64_t rb_tx_quiet(const rb_pipe_t * p, uint64_t wrote)
 {
     size_t k = p->tx.cfg.chunk_size;
 
-    return p->lazy && p->tx.head == p->tx.tail && p->rx.consumed != p->quiet_rx
+    return p->lazy && p->tx.head == p->tx.tail && rb_tx_answered(p)
         && wrote > k && wrote <= 2 * k ? RB_INFO_QUIET : 0;
 }
 
@@ -307,23 +314,24 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len, int at)
 }
 
 /* One-way streams of larger frames ignore the hot window: a frame of
- * `bytes` over hot_window/32 with no frame come back since our last (in a
- * ping-pong one has).  A stream's receiver that keeps up empties the ring
- * before each message, so rewinds and lap ends there held the sender to a
- * few frames ahead, each past the window taking the slow path to read the
- * tail (1 KiB messages at 0.52x the rate, docs/results/shm.md); small
- * frames keep the window, whose warm lines they gain more from. */
+ * `bytes` over hot_window/32, not answered (rb_tx_answered).  A stream's
+ * receiver that keeps up empties the ring before each message, so rewinds
+ * and lap ends there held the sender to a few frames ahead, each past the
+ * window taking the slow path to read the tail (1 KiB messages at 0.52x
+ * the rate, docs/results/shm.md); small frames keep the window, whose warm
+ * lines they gain more from. */
 static inline int rb_tx_streams(const rb_pipe_t * p, uint64_t bytes)
 {
-    return p->rx.consumed == p->quiet_rx && bytes > p->tx.cfg.hot_window / 32;
+    return !rb_tx_answered(p) && bytes > p->tx.cfg.hot_window / 32;
 }
 
 /* A frame of `bytes` at ring offset off would lie past the hot window (by
  * offset, or by the frame bytes written since offset 0). */
 static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off, uint64_t bytes)
 {
-    return p->tx.cfg.hot_window && off && !rb_tx_streams(p, bytes)
-        && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4);
+    return p->tx.cfg.hot_window && off
+        && (off >= p->tx.cfg.hot_window || p->tx.hot_bytes >= p->tx.cfg.hot_window / 4)
+        && !rb_tx_streams(p, bytes);
 }
 
 /* A one-frame message of len bytes to a ring the sender knows to be empty

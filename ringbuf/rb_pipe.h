@@ -407,7 +407,8 @@ typedef struct rb_pipe {
     uint64_t rx_verified;
     size_t quiet_stale;         /* lazy, sender's: ring offset + 1 of the word
                                  * the last quiet frame left stale, or 0 */
-    uint64_t quiet_rx;          /* rx.consumed when our last frame went out */
+    uint64_t quiet_rx;          /* rx.consumed when our last frame went out
+                                 * (rb_tx_answered) */
 } rb_pipe_t;
 
 /* Check a configuration; on error *what names the offending field. */
