@@ -13,12 +13,14 @@
 #   round trip for writes; a flushed put needs the whole one), get latency
 #   against ib_read_lat's (a full round trip), bandwidth at the largest
 #   size against ib_write_bw / ib_read_bw (MB = 10^6 B).
+# --flavor picks the window (mpi_rma_bench's flavours: allocate, the
+# default, create, dynamic, or coll: dynamic with info coll_attach=true).
 # --modes may add "nobounce": direct with MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=0
 # (every local buffer through the registration cache); --bw-size 0 leaves
 # out bandwidth.
 #
 #   vm-rma.sh [--out DIR] [--lat-sizes "8 4096"] [--bw-size 4194304] [--reps R]
-#             [--pairs N] [--peers] [--modes "direct am"]
+#             [--pairs N] [--peers] [--modes "direct am"] [--flavor allocate]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.
 set -euo pipefail
@@ -31,10 +33,10 @@ rma_bench() {
     local f=$1 s; shift
     : > "$f"
     for s in $LAT_SIZES; do
-        "$@" --ops put,get --flavors allocate --syncs flush --tests lat --min "$s" --max "$s" \
+        "$@" --ops put,get --flavors "$FLAVOR" --syncs flush --tests lat --min "$s" --max "$s" \
             --reps "$REPS" >> "$f"
     done
-    [ "$BW_SIZE" = 0 ] || "$@" --ops put,get --flavors allocate --syncs flush --tests bw \
+    [ "$BW_SIZE" = 0 ] || "$@" --ops put,get --flavors "$FLAVOR" --syncs flush --tests bw \
         --min "$BW_SIZE" --max "$BW_SIZE" --reps "$REPS" >> "$f"
 }
 
@@ -85,10 +87,10 @@ ratios() {
     local what=$1 op=$2 s=$3 k a b
     for ((k = 1; k <= PAIRS; k++)); do
         if [ "$s" = bw ]; then
-            a=$(fig "$what" $k "$op-bw-allocate-flush" "$BW_SIZE" 4)
+            a=$(fig "$what" $k "$op-bw-$FLAVOR-flush" "$BW_SIZE" 4)
             b=$(perftest_mb "$OUT/ib_$([ "$op" = put ] && echo write || echo read)_bw.$k.txt" "$BW_SIZE")
         else
-            a=$(fig "$what" $k "$op-lat-allocate-flush" "$s" 3)
+            a=$(fig "$what" $k "$op-lat-$FLAVOR-flush" "$s" 3)
             if [ "$op" = put ]; then b=$(plat ib_write_lat $k "$s"); b=$(awk -v b="$b" 'BEGIN { print 2 * b }')
             else b=$(plat ib_read_lat $k "$s"); fi
         fi
@@ -111,15 +113,15 @@ against() {
     [[ " $MODES${PEERS:+ ompi} " = *" $1 "* ]] || return 0
     echo "# direct against $2 (latency < 1: less time; bandwidth > 1: more MB/s)"
     for s in $LAT_SIZES; do
-        for op in put get; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-allocate-flush" "$s" 3)"; done
+        for op in put get; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" "$s" 3)"; done
     done
     [ "$BW_SIZE" = 0 ] && return 0
-    for op in put get; do echo "$op bandwidth: $(vs direct "$1" "$op-bw-allocate-flush" "$BW_SIZE" 4)"; done
+    for op in put get; do echo "$op bandwidth: $(vs direct "$1" "$op-bw-$FLAVOR-flush" "$BW_SIZE" 4)"; done
 }
 
 report() {
     local s m op
-    echo "# ch3:rdma one-sided over verbs (Soft-RoCE, TCG), $PAIRS pairs in one boot; medians of per-pair ratios (range)"
+    echo "# ch3:rdma one-sided over verbs (Soft-RoCE, TCG), $FLAVOR windows, $PAIRS pairs in one boot; medians of per-pair ratios (range)"
     echo "# latency: put vs 2 x ib_write_lat t_avg (target <= 1.25), get vs ib_read_lat t_avg (target <= 1.15)"
     for s in $LAT_SIZES; do
         for op in put get; do
@@ -144,8 +146,10 @@ report() {
 main() {
     local p m
     LAT_SIZES="8 4096" BW_SIZE=4194304 REPS=3 PAIRS=3 OUT="" HELP="" GUEST="" PEERS=""
-    MODES="direct am"
-    parse_options "out lat-sizes bw-size reps pairs guest modes" "help peers" "$@"
+    MODES="direct am" FLAVOR=allocate
+    parse_options "out lat-sizes bw-size reps pairs guest modes flavor" "help peers" "$@"
+    [[ $FLAVOR =~ ^(allocate|create|dynamic|coll)$ ]] ||
+        die "--flavor: $FLAVOR? allowed allocate, create, dynamic, coll"
     [ -z "$HELP" ] || usage
     for m in $MODES; do
         [[ $m =~ ^(direct|am|nobounce)$ ]] || die "--modes: $m? allowed direct, am, nobounce"
@@ -169,7 +173,7 @@ main() {
     log "booting the Soft-RoCE VM; results in $OUT"
     "$TOP/test/softroce/run-vm" --timeout 5400 --rw "$OUT" -- "$0" --guest "$p,$OMPI" --out "$OUT" \
         --lat-sizes "$LAT_SIZES" --bw-size "$BW_SIZE" --reps "$REPS" --pairs "$PAIRS" \
-        --modes "$MODES" ${PEERS:+--peers}
+        --modes "$MODES" --flavor "$FLAVOR" ${PEERS:+--peers}
     report | tee "$OUT/compare.txt"
 }
 

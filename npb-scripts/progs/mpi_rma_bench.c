@@ -1,11 +1,13 @@
 /* mpi_rma_bench.c -- one-sided micro-benchmarks between two MPI ranks.
  *
  *   mpiexec -n 2 mpi_rma_bench [--min SIZE] [--max SIZE] [--reps R]
- *       [--ops put,get,acc,fop,cas] [--flavors create,allocate]
+ *       [--ops put,get,acc,fop,cas] [--flavors create,allocate,dynamic,coll]
  *       [--syncs flush,lock,fence,pscw] [--tests lat,bw] [--window W]
  *
  * Rank 0 is the origin, rank 1 the target, in a window of the flavour
- * (MPI_Win_create over malloc'ed memory, or MPI_Win_allocate).
+ * (MPI_Win_create over malloc'ed memory, MPI_Win_allocate, or
+ * MPI_Win_create_dynamic with malloc'ed memory attached, without and
+ * (coll) with info coll_attach=true; create and allocate by default).
  *   lat  one operation, then the synchronisation that completes it:
  *        flush  (inside one lock_all: MPI_Win_flush(1) after each op)
  *        lock   (MPI_Win_lock(shared, 1), op, MPI_Win_unlock(1))
@@ -41,12 +43,13 @@ enum { PUT, GET, ACC, FOP, CAS, NOP };
 enum { FLUSH, LOCK, FENCE, PSCW, NSYNC };
 static const char *op_name[NOP] = { "put", "get", "acc", "fop", "cas" };
 static const char *sync_name[NSYNC] = { "flush", "lock", "fence", "pscw" };
-static const char *flav_name[2] = { "create", "allocate" };
+enum { CREATE, ALLOCATE, DYNAMIC, COLL, NFLAV };
+static const char *flav_name[NFLAV] = { "create", "allocate", "dynamic", "coll" };
 
 static struct {
     size_t min, max;
-    int reps, window, ops[NOP], syncs[NSYNC], flavs[2], lat, bw;
-} o = { 1, 4UL << 20, 5, 64, {1, 1, 1, 1, 1}, {1, 0, 0, 0}, {1, 1}, 1, 1 };
+    int reps, window, ops[NOP], syncs[NSYNC], flavs[NFLAV], lat, bw;
+} o = { 1, 4UL << 20, 5, 64, {1, 1, 1, 1, 1}, {1, 0, 0, 0}, {1, 1, 0, 0}, 1, 1 };
 
 /* Zeroes a window through a pointer the compiler cannot see through: GCC
  * turns malloc + memset(0) into calloc, which leaves fresh pages untouched,
@@ -57,6 +60,7 @@ static void *(*volatile zero_fill) (void *, int, size_t) = memset;
 static int rank;
 static MPI_Group peer;          /* the other rank */
 static char *obuf, *rbuf;       /* origin and result buffers */
+static MPI_Aint tbase;          /* displacement 0: rank 1's address in a dynamic window */
 
 static int pick(const char *list, const char *const *names, int n, int *on)
 {
@@ -100,7 +104,7 @@ static int parse(int argc, char **argv)
         else if (!strcmp(a, "--syncs"))
             rc = pick(v, sync_name, NSYNC, o.syncs);
         else if (!strcmp(a, "--flavors"))
-            rc = pick(v, flav_name, 2, o.flavs);
+            rc = pick(v, flav_name, NFLAV, o.flavs);
         else if (!strcmp(a, "--tests")) {
             rc = pick(v, tests, 2, t);
             o.lat = t[0];
@@ -119,6 +123,7 @@ static void issue(MPI_Win win, int op, size_t n, MPI_Aint d)
 {
     int64_t one = 1, cmp = 0;
 
+    d += tbase;
     if (op == PUT)
         MPI_Put(obuf, (int) n, MPI_BYTE, 1, d, (int) n, MPI_BYTE, win);
     else if (op == GET)
@@ -126,9 +131,9 @@ static void issue(MPI_Win win, int op, size_t n, MPI_Aint d)
     else if (op == ACC)
         MPI_Accumulate(obuf, (int) (n / 4), MPI_INT, 1, d, (int) (n / 4), MPI_INT, MPI_SUM, win);
     else if (op == FOP)
-        MPI_Fetch_and_op(&one, rbuf, MPI_INT64_T, 1, 0, MPI_SUM, win);
+        MPI_Fetch_and_op(&one, rbuf, MPI_INT64_T, 1, tbase, MPI_SUM, win);
     else
-        MPI_Compare_and_swap(&one, &cmp, rbuf, MPI_INT64_T, 1, 0, win);
+        MPI_Compare_and_swap(&one, &cmp, rbuf, MPI_INT64_T, 1, tbase, win);
 }
 
 /* Open and close one synchronisation around the ops of an iteration
@@ -209,13 +214,26 @@ static void run(int flav, int op, int sync, int bw, size_t n)
             w /= 2;
     }
     len = (size_t) w * n + 64;
-    if (flav == 0) {
-        mem = malloc(len);
-        zero_fill(mem, 0, len);
-        MPI_Win_create(mem, (MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    } else {
+    tbase = 0;
+    if (flav == ALLOCATE) {
         MPI_Win_allocate((MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
         memset(mem, 0, len);
+    } else {
+        mem = malloc(len);
+        zero_fill(mem, 0, len);
+    }
+    if (flav == CREATE)
+        MPI_Win_create(mem, (MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    if (flav == DYNAMIC || flav == COLL) {
+        MPI_Info info;
+
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "coll_attach", flav == COLL ? "true" : "false");
+        MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
+        MPI_Info_free(&info);
+        MPI_Win_attach(win, mem, (MPI_Aint) len);
+        MPI_Get_address(mem, &tbase);
+        MPI_Bcast(&tbase, 1, MPI_AINT, 1, MPI_COMM_WORLD);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     s = measure(win, op, sync, n, w);
@@ -224,8 +242,10 @@ static void run(int flav, int op, int sync, int bw, size_t n)
     if (rank == 0)
         printf("%-28s %10zu %12.3f %12.3f\n", name, n, s * 1e6 / w, (double) n * w / s / 1e6);
     fflush(stdout);
+    if (flav == DYNAMIC || flav == COLL)
+        MPI_Win_detach(win, mem);
     MPI_Win_free(&win);
-    if (flav == 0)
+    if (flav != ALLOCATE)
         free(mem);
 }
 
@@ -240,7 +260,7 @@ int main(int argc, char **argv)
     if (size != 2 || parse(argc, argv)) {
         if (rank == 0)
             fprintf(stderr, "usage: mpiexec -n 2 mpi_rma_bench [--min S] [--max S] [--reps 1..64] "
-                    "[--ops put,get,acc,fop,cas] [--flavors create,allocate] "
+                    "[--ops put,get,acc,fop,cas] [--flavors create,allocate,dynamic,coll] "
                     "[--syncs flush,lock,fence,pscw] [--tests lat,bw] [--window W]\n");
         MPI_Finalize();
         return 2;
@@ -253,7 +273,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("# mpi_rma_bench: rank 0 -> rank 1, median of %d\n"
                "# test size_bytes median_us median_MBps\n", o.reps);
-    for (int f = 0; f < 2; f++)
+    for (int f = 0; f < NFLAV; f++)
         for (int sy = 0; sy < NSYNC; sy++)
             for (int op = 0; op < NOP; op++)
                 for (int bw = 0; bw < 2; bw++) {

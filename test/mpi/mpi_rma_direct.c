@@ -23,6 +23,10 @@
  * 6. A dynamic window (MPI_Win_attach, addresses exchanged): lock_all +
  *    flush puts and gets as in 1, direct where the peer shares our node
  *    communicator (CMA needs no registration), messages across nodes.
+ * 8. A dynamic window with info coll_attach=true: the same, direct to
+ *    every rank (attached memory registered, keys exchanged), in two
+ *    regions; then detached, unmapped, mapped again at the same address
+ *    (new pages) and attached larger: operations land in the new pages.
  *
  *   mpiexec -n N mpi_rma_direct parts
  *
@@ -35,6 +39,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "mpi_tap.h"
 
 enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
@@ -223,21 +228,22 @@ static int on_node(int r)
     return in != MPI_UNDEFINED;
 }
 
-/* Check 6: a dynamic window, the absolute addresses exchanged. */
-static long dynamic(void)
+/* One round of checks 6 and 8: mem (len bytes, 2 BLOCK used) attached to
+ * the dynamic window win, the absolute addresses exchanged; lock_all +
+ * flush puts of pattern p and gets of pattern p + 1, direct as dput and
+ * dget say. */
+static long attached_round(MPI_Win win, double *mem, size_t len, int p, int dput, int dget)
 {
     int next = (rank + 1) % size, prev = (rank + size - 1) % size, n = BLOCK / 8;
-    double *mem = calloc(2 * n, sizeof(double)), src[BLOCK / 8], got[BLOCK / 8];
+    double src[BLOCK / 8], got[BLOCK / 8];
     MPI_Aint *addr = malloc(size * sizeof(MPI_Aint));
     unsigned long long before[3];
-    int near_next = on_node(next), near_prev = on_node(prev);
-    long errs = 0;
-    MPI_Win win;
+    long errs;
 
-    pattern(mem + n, n, rank, 7);
-    pattern(src, n, rank, 6);
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    MPI_Win_attach(win, mem, 2 * BLOCK);
+    memset(mem, 0, BLOCK);
+    pattern(mem + n, n, rank, p + 1);
+    pattern(src, n, rank, p);
+    MPI_Win_attach(win, mem, (MPI_Aint) len);
     MPI_Get_address(mem, &addr[rank]);
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, addr, 1, MPI_AINT, MPI_COMM_WORLD);
     counts(before);
@@ -245,13 +251,62 @@ static long dynamic(void)
     put_get(src, got, n, next, prev, win, 1, addr[next], addr[prev] + BLOCK, BLOCK / 2);
     MPI_Win_unlock_all(win);
     MPI_Barrier(MPI_COMM_WORLD);
-    errs += bad_block(mem, n, prev, 6) + bad_block(got, n, prev, 7);
-    errs += direct_ok(before, V_PUT, expect_direct && near_next)
-        + direct_ok(before, V_GET, expect_direct && near_prev);
+    errs = bad_block(mem, n, prev, p) + bad_block(got, n, prev, p + 1);
+    errs += direct_ok(before, V_PUT, dput) + direct_ok(before, V_GET, dget);
     MPI_Win_detach(win, mem);
-    MPI_Win_free(&win);
     free(addr);
+    return errs;
+}
+
+/* Check 6: a dynamic window without coll_attach: direct on the node only. */
+static long dynamic(void)
+{
+    double *mem = malloc(2 * BLOCK);
+    int near_next = on_node((rank + 1) % size), near_prev = on_node((rank + size - 1) % size);
+    long errs;
+    MPI_Win win;
+
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    errs = attached_round(win, mem, 2 * BLOCK, 6, expect_direct && near_next,
+                          expect_direct && near_prev);
+    MPI_Win_free(&win);
     free(mem);
+    return errs;
+}
+
+/* Check 8: a dynamic window with coll_attach; 2 BLOCK of a mapping of
+ * 4 attached, detached, the mapping unmapped and mapped again where it
+ * was, and all 4 attached: a key to the first region, had a peer kept it,
+ * would be found first for the same target range (and reach deregistered
+ * memory, or the old pages). */
+static long coll_attach(void)
+{
+    double *other = calloc(BLOCK / 8, sizeof(double)), *mem = NULL;
+    long errs = 0;
+    MPI_Info info;
+    MPI_Win win;
+
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "coll_attach", "true");
+    MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
+    MPI_Info_free(&info);
+    MPI_Win_attach(win, other, BLOCK);
+    for (int round = 0; round < 2; round++) {
+        void *at = mmap(mem, 4 * BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+
+        if (at == MAP_FAILED)
+            return 1;
+        if (round && at != mem)
+            printf("# rank %d: mapped again at %p, not %p\n", rank, at, (void *) mem);
+        mem = at;
+        errs += attached_round(win, mem, (size_t) (2 + 2 * round) * BLOCK, 10 + 2 * round,
+                               expect_direct, expect_direct);
+        munmap(mem, 4 * BLOCK);
+    }
+    MPI_Win_detach(win, other);
+    MPI_Win_free(&win);
+    free(other);
     return errs;
 }
 
@@ -355,6 +410,9 @@ int main(int argc, char **argv)
     report(messages(), "accumulate and strided put: sent as messages, counted");
     report(dynamic(), "MPI_Win_create_dynamic, lock_all + flush: puts and gets land, direct "
            "to ranks of the node communicator only");
+    report(coll_attach(), "MPI_Win_create_dynamic with coll_attach: puts and gets land, direct "
+           "to every rank; memory detached, mapped again and attached larger: they land in the "
+           "new pages");
   done:
     if (rank == 0)
         printf("1..%d\n", ntests);

@@ -4,8 +4,9 @@
  *
  *   mpiexec -n N mpi_rma_stress [SECONDS [SEED]]     (default 10 s, seed from the clock)
  *
- * Each round makes a window of one flavour (create, allocate, dynamic;
- * shared when every rank is on one node) and runs epochs under one
+ * Each round makes a window of one flavour (create, allocate, dynamic,
+ * every other one with info coll_attach=true, its memory from malloc
+ * anew each round; shared when every rank is on one node) and runs epochs under one
  * synchronisation mode (fence, PSCW, lock_all with flush or flush_local,
  * lock/unlock per op, shared or exclusive).  Every rank owns a slice of
  * every window and models it: puts, gets, accumulates and get_accumulates
@@ -231,7 +232,9 @@ static void owner_check(unsigned char *mem, int64_t count)
     free(theirs);
 }
 
-static void round_of(int flav, int mode, int epochs, MPI_Group world)
+/* coll: a dynamic window's memory attached with info coll_attach=true
+ * (registered and its keys exchanged: direct between nodes too). */
+static void round_of(int flav, int mode, int coll, int epochs, MPI_Group world)
 {
     size_t len = (size_t) size * SLICE + (size_t) (size + 1) * sizeof(int64_t);
     unsigned char *mem = NULL;
@@ -248,7 +251,12 @@ static void round_of(int flav, int mode, int epochs, MPI_Group world)
     else if (flav == SHARED)
         MPI_Win_allocate_shared((MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
     else {
-        MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        MPI_Info info;
+
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "coll_attach", coll ? "true" : "false");
+        MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
+        MPI_Info_free(&info);
         MPI_Win_attach(win, mem, (MPI_Aint) len);
         MPI_Get_address(mem, &mine);
     }
@@ -317,7 +325,7 @@ int main(int argc, char **argv)
         if (flav == SHARED && !one_node)
             flav = ALLOCATE;
         rng += (uint64_t) rank * 7919u;
-        round_of(flav, mode, epochs, world);
+        round_of(flav, mode, (r / (NFLAV * NMODE) + mode) % 2, epochs, world);
         kind_runs[flav][mode]++;
         kind_errs[flav][mode] += errs != before;
         go = MPI_Wtime() < until || r + 1 < NFLAV * NMODE;

@@ -10,10 +10,17 @@
  * registration cache, under the pinned-memory cap) and every rank's keys
  * are gathered (one allgather beside CH3's own, gather_info).  A dynamic
  * window exposes all of memory over the transports that register nothing
- * (CMA on the node; MPI_Win_attach has no channel hook, and attached
- * memory is the user's to keep attached while peers access it): between
- * nodes its operations stay messages, as do those to a rank whose
- * exposure failed.
+ * (CMA on the node).  Between nodes its memory is registered only with
+ * the info key coll_attach=true (MPICH's hint, as ch4:ofi reads it: every
+ * rank calls MPI_Win_attach and MPI_Win_detach together): then each
+ * attach registers the region and gathers every rank's {base, len, keys}
+ * into a per-rank address-range tree (MPL_gavl), and each detach drops
+ * them everywhere before the owner deregisters, so no origin keeps a key
+ * to memory that was unregistered (a write with a stale rkey would break
+ * the connection) or re-registered.  Without the hint a detach is local
+ * and no peer would hear of it, so operations across nodes stay
+ * messages, as do those to a rank whose exposure failed (ch4:ucx keeps
+ * every dynamic window on messages).
  *
  * Operations.  CH3 has no per-operation hook, so the build patches one
  * into its issue loop (channel/patches/ch3-rma-direct.patch,
@@ -69,14 +76,78 @@ cvars:
 === END_MPI_T_CVAR_INFO_BLOCK ===
 */
 
-/* A window's exposure (win->rma).  Written at creation and free; the
- * counters by the issue hook, under the global critical section. */
+/* A region attached to a dynamic window with coll_attach (the value in
+ * its owner's tree); own: ours, wh releases it. */
+typedef struct rdma_rma_region {
+    rdma_chan_wkey_t key;
+    rdma_chan_wh_t wh;
+    int own;
+} rdma_rma_region_t;
+
+/* What an attach gathers from each rank. */
+typedef struct rdma_rma_attach {
+    uint64_t base, len;
+    rdma_chan_wkey_t key;
+} rdma_rma_attach_t;
+
+/* A window's exposure (win->rma).  Written at creation, attach, detach and
+ * free; the counters by the issue hook; all under the global critical
+ * section (MPL_gavl is not thread-safe). */
 struct MPIDI_CH3I_win_rma {
     rdma_chan_wh_t wh;          /* ours, for unexpose */
     rdma_chan_wkey_t self;
     uint64_t puts, gets, messages;      /* this window's operations */
+    MPL_gavl_tree_t *attached;  /* [comm size] or NULL (no coll_attach): regions */
     rdma_chan_wkey_t keys[];    /* [comm size]: what each rank exposed */
 };
+
+/* The tree's free_fn: a region of ours is unexposed as it leaves. */
+static void rdma_rma_region_free(void *v)
+{
+    rdma_rma_region_t *g = v;
+
+    if (g->own)
+        rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &g->key, &g->wh);
+    MPL_free(g);
+}
+
+/* A dynamic window created with info coll_attach=true? */
+static int rdma_rma_coll_attach(const MPIR_Win * win, MPIR_Info * info)
+{
+    char v[MPI_MAX_INFO_VAL + 1];
+    int flag = 0;
+
+    return win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC && info
+        && MPIR_Info_get_impl(info, "coll_attach", MPI_MAX_INFO_VAL, v, &flag) == MPI_SUCCESS
+        && flag && !strcmp(v, "true");
+}
+
+/* The empty trees of a coll_attach window. */
+static int rdma_rma_trees_make(struct MPIDI_CH3I_win_rma *r, int n)
+{
+    int i, mpi_errno = MPI_SUCCESS;
+
+    r->attached = MPL_calloc(n, sizeof(*r->attached), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!r->attached, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    for (i = 0; i < n; i++)
+        MPIR_ERR_CHKANDJUMP(MPL_gavl_tree_create(rdma_rma_region_free, &r->attached[i]),
+                            mpi_errno, MPI_ERR_OTHER, "**nomem");
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+static void rdma_rma_trees_free(struct MPIDI_CH3I_win_rma *r, int n)
+{
+    int i;
+
+    for (i = 0; r->attached && i < n; i++)
+        if (r->attached[i])
+            MPL_gavl_tree_destory(r->attached[i]);
+    MPL_free(r->attached);
+    r->attached = NULL;
+}
 
 /* gather_info, then expose base over the transports and gather the keys. */
 static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_Info * info,
@@ -98,6 +169,10 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
     rdma_chan_win_expose(&MPIDI_CH3I_chan, base, win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC
                          ? RDMA_CHAN_WIN_ALL : (size_t) size, &r->self, &r->wh);
     win->rma = r;
+    if (rdma_rma_coll_attach(win, info)) {
+        mpi_errno = rdma_rma_trees_make(r, n);
+        MPIR_ERR_CHECK(mpi_errno);
+    }
     mpi_errno = MPIR_Allgather(&r->self, sizeof(r->self), MPI_BYTE, r->keys, sizeof(r->self),
                                MPI_BYTE, comm, &errflag);
     MPIR_ERR_CHECK(mpi_errno);
@@ -120,9 +195,96 @@ void MPIDI_CH3I_RDMA_win_rma_free(MPIR_Win * win)
                 "%llu operations as messages\n", MPIDI_CH3I_chan.rank, (unsigned) win->handle,
                 (unsigned long long) r->puts, (unsigned long long) r->gets,
                 (unsigned long long) r->messages);
+    rdma_rma_trees_free(r, win->comm_ptr->local_size);       /* regions left attached */
     rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &r->self, &r->wh);
     MPL_free(r);
     win->rma = NULL;
+}
+
+/* Insert rank i's region a into its tree (ours: g, else a copy). */
+static int rdma_rma_region_add(struct MPIDI_CH3I_win_rma *r, int i, const rdma_rma_attach_t * a,
+                               rdma_rma_region_t * g)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    if (!g) {
+        g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!g, mpi_errno, MPI_ERR_OTHER, "**nomem");
+        g->key = a->key;
+    }
+    if (MPL_gavl_tree_insert(r->attached[i], (void *) (uintptr_t) a->base, a->len, g)) {
+        rdma_rma_region_free(g);
+        MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* MPI_Win_attach (the patched MPID_Win_attach): with coll_attach, expose
+ * [base, base+size) and add every rank's region to its tree.  Collective
+ * then, as the hint promises. */
+int MPIDI_CH3_Win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
+{
+    struct MPIDI_CH3I_win_rma *r = win->rma;
+    MPIR_Errflag_t errflag = MPIR_ERR_NONE;
+    rdma_rma_attach_t *all = NULL, mine = { (uintptr_t) base, (uint64_t) size, {{0}, 0, 0} };
+    rdma_rma_region_t *g = NULL;
+    int i, n = win->comm_ptr->local_size, me = win->comm_ptr->rank, mpi_errno = MPI_SUCCESS;
+
+    if (!r || !r->attached)
+        return MPI_SUCCESS;
+    g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
+    all = MPL_malloc((size_t) n * sizeof(*all), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!g || !all, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    g->own = 1;
+    rdma_chan_win_expose(&MPIDI_CH3I_chan, base, (size_t) size, &g->key, &g->wh);
+    mine.key = g->key;
+    mpi_errno = MPIR_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE,
+                               win->comm_ptr, &errflag);
+    MPIR_ERR_CHECK(mpi_errno);
+    MPIR_ERR_CHKANDJUMP(errflag, mpi_errno, MPI_ERR_OTHER, "**coll_fail");
+    for (i = 0; i < n; i++)
+        if (all[i].key.ok && all[i].len) {
+            mpi_errno = rdma_rma_region_add(r, i, &all[i], i == me ? g : NULL);
+            if (i == me)
+                g = NULL;       /* the tree's now, or freed */
+            MPIR_ERR_CHECK(mpi_errno);
+        }
+  fn_exit:
+    if (g)
+        rdma_rma_region_free(g);
+    MPL_free(all);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
+/* MPI_Win_detach: with coll_attach, every rank drops every rank's region
+ * (after the allgather: no origin still reaches it), ours unexposed. */
+int MPIDI_CH3_Win_detach_hook(MPIR_Win * win, const void *base)
+{
+    struct MPIDI_CH3I_win_rma *r = win->rma;
+    MPIR_Errflag_t errflag = MPIR_ERR_NONE;
+    uint64_t *bases = NULL, mine = (uintptr_t) base;
+    int i, n = win->comm_ptr->local_size, mpi_errno = MPI_SUCCESS;
+
+    if (!r || !r->attached)
+        return MPI_SUCCESS;
+    bases = MPL_malloc((size_t) n * sizeof(*bases), MPL_MEM_RMA);
+    MPIR_ERR_CHKANDJUMP(!bases, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    mpi_errno = MPIR_Allgather(&mine, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, win->comm_ptr,
+                               &errflag);
+    MPIR_ERR_CHECK(mpi_errno);
+    MPIR_ERR_CHKANDJUMP(errflag, mpi_errno, MPI_ERR_OTHER, "**coll_fail");
+    for (i = 0; i < n; i++)
+        MPL_gavl_tree_delete_start_addr(r->attached[i], (void *) (uintptr_t) bases[i]);
+  fn_exit:
+    MPL_free(bases);
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
 }
 
 int MPIDI_CH3I_RDMA_win_rma_init(MPIDI_CH3U_Win_fns_t * win_fns)
@@ -223,6 +385,19 @@ static int rdma_rma_start(MPIDI_VC_t * vc, const rdma_rma_op_t * o,
     goto fn_exit;
 }
 
+/* The keys for o's target range: those of a region attached with
+ * coll_attach that holds it, else the window's (a dynamic window's: all of
+ * memory, over the transports that register nothing). */
+static const rdma_chan_wkey_t *rdma_rma_key(const struct MPIDI_CH3I_win_rma *r, int target,
+                                            const rdma_rma_op_t * o)
+{
+    void *g = NULL;
+
+    if (r->attached)
+        MPL_gavl_tree_search(r->attached[target], (void *) o->raddr, o->len, &g);
+    return g ? &((rdma_rma_region_t *) g)->key : &r->keys[target];
+}
+
 /* The patched issue loop (see the top): start op directly if it can go. */
 int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, int lock,
                                int *direct)
@@ -237,7 +412,7 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
     if (r && !lock && target != win->comm_ptr->rank && rdma_rma_direct_op(op, win, target, &o)
         && !rdma_rma_ends_epoch(op, win, target)) {
         MPIDI_Comm_get_vc_set_active(win->comm_ptr, target, &vc);
-        mpi_errno = rdma_rma_start(vc, &o, &r->keys[target], &req);
+        mpi_errno = rdma_rma_start(vc, &o, rdma_rma_key(r, target, &o), &req);
         MPIR_ERR_CHECK(mpi_errno);
     }
     if (req) {
