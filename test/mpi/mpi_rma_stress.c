@@ -5,19 +5,20 @@
  *   mpiexec -n N mpi_rma_stress [SECONDS [SEED]]     (default 10 s, seed from the clock)
  *
  * Each round makes a window of one flavour (create, allocate, dynamic,
- * every other one with info coll_attach=true, its memory from malloc
- * anew each round; shared when every rank is on one node) and runs epochs under one
- * synchronisation mode (fence, PSCW, lock_all with flush or flush_local,
- * lock/unlock per op, shared or exclusive).  Every rank owns a slice of
- * every window and models it: puts, gets, accumulates and get_accumulates
- * (SUM on ints) of random sizes (4 B to 64 KiB), offsets and target
- * datatypes (contiguous or strided) go to its own slices only, never twice
- * to the same bytes before the first is complete at the target (a flush,
- * an unlock, the epoch's end), so the model is exact and every result is
- * checked.  All ranks also fetch_and_op one shared counter per window
- * (atomicity across origins) and compare_and_swap a slot of their own.
- * At the end of a round the owner checks its memory against the origins'
- * models with loads, and the counter against the count of fetch_and_ops.
+ * every other one with info coll_attach=true, its memory from malloc anew
+ * each round; shared when every rank is on one node) and runs epochs under
+ * one synchronisation mode (fence, PSCW, lock_all with flush or
+ * flush_local, lock/unlock per op, shared or exclusive).  Every rank owns a
+ * slice of every window and models it: puts, gets, accumulates and
+ * get_accumulates (SUM on ints) of random sizes (4 B to 64 KiB), offsets
+ * and target datatypes (contiguous or strided) go to its own slices only,
+ * never twice to the same bytes before the first is complete at the target
+ * (a flush, an unlock, the epoch's end), so the model is exact and every
+ * result is checked.  All ranks also fetch_and_op one shared counter per
+ * window (atomicity across origins) and compare_and_swap a slot of their
+ * own.  At the end of a round the owner checks its memory against the
+ * origins' models with loads, and the counter against the count of
+ * fetch_and_ops.
  * One TAP line per round kind (flavour x mode) at the end.
  */
 #include <stdint.h>
