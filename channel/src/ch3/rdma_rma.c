@@ -201,19 +201,16 @@ void MPIDI_CH3I_RDMA_win_rma_free(MPIR_Win * win)
     win->rma = NULL;
 }
 
-/* Insert rank i's region a into its tree (ours: g, else a copy). */
-static int rdma_rma_region_add(struct MPIDI_CH3I_win_rma *r, int i, const rdma_rma_attach_t * a,
-                               rdma_rma_region_t * g)
+/* Add a copy of rank i's region a to its tree. */
+static int rdma_rma_region_add(struct MPIDI_CH3I_win_rma *r, int i, const rdma_rma_attach_t * a)
 {
+    rdma_rma_region_t *g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
     int mpi_errno = MPI_SUCCESS;
 
-    if (!g) {
-        g = MPL_calloc(1, sizeof(*g), MPL_MEM_RMA);
-        MPIR_ERR_CHKANDJUMP(!g, mpi_errno, MPI_ERR_OTHER, "**nomem");
-        g->key = a->key;
-    }
+    MPIR_ERR_CHKANDJUMP(!g, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    g->key = a->key;
     if (MPL_gavl_tree_insert(r->attached[i], (void *) (uintptr_t) a->base, a->len, g)) {
-        rdma_rma_region_free(g);
+        MPL_free(g);
         MPIR_ERR_SETANDJUMP(mpi_errno, MPI_ERR_OTHER, "**nomem");
     }
   fn_exit:
@@ -223,14 +220,17 @@ static int rdma_rma_region_add(struct MPIDI_CH3I_win_rma *r, int i, const rdma_r
 }
 
 /* MPI_Win_attach (the patched MPID_Win_attach): with coll_attach, expose
- * [base, base+size) and add every rank's region to its tree.  Collective
- * then, as the hint promises. */
+ * [base, base+size), keep it in our tree, and add every rank's region to
+ * its tree.  Collective then, as the hint promises.  Ours is published
+ * only once our tree holds it (the tree's free unexposes it), so every key
+ * a peer holds is one we still have registered; a region we cannot keep
+ * is not published, and the peers use messages for it. */
 int MPIDI_CH3_Win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
 {
     struct MPIDI_CH3I_win_rma *r = win->rma;
     MPIR_Errflag_t errflag = MPIR_ERR_NONE;
     rdma_rma_attach_t *all = NULL, mine = { (uintptr_t) base, (uint64_t) size, {{0}, 0, 0} };
-    rdma_rma_region_t *g = NULL;
+    rdma_rma_region_t *g;
     int i, n = win->comm_ptr->local_size, me = win->comm_ptr->rank, mpi_errno = MPI_SUCCESS;
 
     if (!r || !r->attached)
@@ -240,21 +240,22 @@ int MPIDI_CH3_Win_attach_hook(MPIR_Win * win, void *base, MPI_Aint size)
     MPIR_ERR_CHKANDJUMP(!g || !all, mpi_errno, MPI_ERR_OTHER, "**nomem");
     g->own = 1;
     rdma_chan_win_expose(&MPIDI_CH3I_chan, base, (size_t) size, &g->key, &g->wh);
-    mine.key = g->key;
+    if (g->key.ok && size && !MPL_gavl_tree_insert(r->attached[me], base, (uintptr_t) size, g))
+        mine.key = g->key;
+    else
+        rdma_rma_region_free(g);
+    g = NULL;
     mpi_errno = MPIR_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE,
                                win->comm_ptr, &errflag);
     MPIR_ERR_CHECK(mpi_errno);
     MPIR_ERR_CHKANDJUMP(errflag, mpi_errno, MPI_ERR_OTHER, "**coll_fail");
     for (i = 0; i < n; i++)
-        if (all[i].key.ok && all[i].len) {
-            mpi_errno = rdma_rma_region_add(r, i, &all[i], i == me ? g : NULL);
-            if (i == me)
-                g = NULL;       /* the tree's now, or freed */
+        if (i != me && all[i].key.ok) {
+            mpi_errno = rdma_rma_region_add(r, i, &all[i]);
             MPIR_ERR_CHECK(mpi_errno);
         }
   fn_exit:
-    if (g)
-        rdma_rma_region_free(g);
+    MPL_free(g);
     MPL_free(all);
     return mpi_errno;
   fn_fail:
