@@ -128,16 +128,17 @@ value() {
             print m % 2 ? v[(m+1)/2] : sprintf("%.3f", (v[m/2] + v[m/2+1]) / 2) }' "$OUT/$1".*.txt
 }
 
-# perftest PROG SIZE ITERS FILE: one run of perftest PROG against itself on rxe0.
+# perftest PROG SIZE ITERS FILE [OPTION...]: one run of perftest PROG against
+# itself on rxe0, both sides given OPTIONs (ib_atomic_lat's -A TYPE, say).
 # The emulated guest may take seconds to start the server: the client
 # retries its connection while the server is up.
 perftest() {
     local srv try
-    "$1" -d rxe0 -x 1 -s "$2" -n "$3" > /dev/null 2>&1 &
+    "$1" -d rxe0 -x 1 -s "$2" -n "$3" "${@:5}" > /dev/null 2>&1 &
     srv=$!
     for try in $(seq 30); do
         sleep 1
-        "$1" -d rxe0 -x 1 -s "$2" -n "$3" 127.0.0.1 > "$4" 2>&1 && break
+        "$1" -d rxe0 -x 1 -s "$2" -n "$3" "${@:5}" 127.0.0.1 > "$4" 2>&1 && break
         kill -0 "$srv" 2> /dev/null || break
     done
     grep -q '^ *[0-9]' "$4" || log "$1 -s $2 failed after $try tries (see $4)"

@@ -5,14 +5,19 @@
 # lock_all + MPI_Win_flush after each operation; "direct": puts and gets as
 # RDMA writes and reads, "am": MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0, active
 # messages) next to perftest (ib_write_lat, ib_read_lat, ib_write_bw,
-# ib_read_bw) and, with --peers, Open MPI over UCX (pml and osc ucx, the
-# settings of test/softroce/peers.md).  Every pair runs all of them, the
+# ib_read_bw, ib_atomic_lat) and, with --peers, Open MPI over UCX (pml and
+# osc ucx, the settings of test/softroce/peers.md).  Every pair runs all of them, the
 # order flipped every pair; the report gives per figure the median of the
 # per-pair ratios and their range.
 #   put latency against twice ib_write_lat's t_avg (perftest reports half a
 #   round trip for writes; a flushed put needs the whole one), get latency
 #   against ib_read_lat's (a full round trip), bandwidth at the largest
-#   size against ib_write_bw / ib_read_bw (MB = 10^6 B).
+#   size against ib_write_bw / ib_read_bw (MB = 10^6 B); MPI_Fetch_and_op
+#   and MPI_Compare_and_swap on one int64 against ib_atomic_lat's
+#   FETCH_AND_ADD and CMP_AND_SWAP (a full round trip; ch3:rdma sends them
+#   as active messages, the target's CPU doing the operation), and
+#   accumulates (MPI_SUM of ints, always active messages) against the
+#   other modes only.
 # --flavor picks the window (mpi_rma_bench's flavours: allocate, the
 # default, create, dynamic, or coll: dynamic with info coll_attach=true).
 # --modes may add "nobounce": direct with MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=0
@@ -33,9 +38,11 @@ rma_bench() {
     local f=$1 s; shift
     : > "$f"
     for s in $LAT_SIZES; do
-        "$@" --ops put,get --flavors "$FLAVOR" --syncs flush --tests lat --min "$s" --max "$s" \
-            --reps "$REPS" >> "$f"
+        "$@" --ops put,get,acc --flavors "$FLAVOR" --syncs flush --tests lat --min "$s" \
+            --max "$s" --reps "$REPS" >> "$f"
     done
+    "$@" --ops fop,cas --flavors "$FLAVOR" --syncs flush --tests lat --min 8 --max 8 \
+        --reps "$REPS" >> "$f"
     [ "$BW_SIZE" = 0 ] || "$@" --ops put,get --flavors "$FLAVOR" --syncs flush --tests bw \
         --min "$BW_SIZE" --max "$BW_SIZE" --reps "$REPS" >> "$f"
 }
@@ -48,6 +55,8 @@ guest() {
             perftest ib_write_lat "$s" 1000 "$OUT/ib_write_lat.$s.$k.txt"
             perftest ib_read_lat "$s" 1000 "$OUT/ib_read_lat.$s.$k.txt"
         done
+        perftest ib_atomic_lat 8 1000 "$OUT/ib_atomic_fop.8.$k.txt" -A FETCH_AND_ADD
+        perftest ib_atomic_lat 8 1000 "$OUT/ib_atomic_cas.8.$k.txt" -A CMP_AND_SWAP
         if [ "$BW_SIZE" != 0 ]; then
             perftest ib_write_bw "$BW_SIZE" 200 "$OUT/ib_write_bw.$k.txt"
             perftest ib_read_bw "$BW_SIZE" 200 "$OUT/ib_read_bw.$k.txt"
@@ -91,8 +100,11 @@ ratios() {
             b=$(perftest_mb "$OUT/ib_$([ "$op" = put ] && echo write || echo read)_bw.$k.txt" "$BW_SIZE")
         else
             a=$(fig "$what" $k "$op-lat-$FLAVOR-flush" "$s" 3)
-            if [ "$op" = put ]; then b=$(plat ib_write_lat $k "$s"); b=$(awk -v b="$b" 'BEGIN { print 2 * b }')
-            else b=$(plat ib_read_lat $k "$s"); fi
+            case $op in
+                put) b=$(plat ib_write_lat $k "$s"); b=$(awk -v b="$b" 'BEGIN { print 2 * b }') ;;
+                get) b=$(plat ib_read_lat $k "$s") ;;
+                *) b=$(plat "ib_atomic_$op" $k "$s") ;;
+            esac
         fi
         awk -v a="$a" -v b="$b" 'BEGIN { if (a != "" && b + 0 > 0) printf "%.4f\n", a / b }'
     done | summary
@@ -113,8 +125,9 @@ against() {
     [[ " $MODES${PEERS:+ ompi} " = *" $1 "* ]] || return 0
     echo "# direct against $2 (latency < 1: less time; bandwidth > 1: more MB/s)"
     for s in $LAT_SIZES; do
-        for op in put get; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" "$s" 3)"; done
+        for op in put get acc; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" "$s" 3)"; done
     done
+    for op in fop cas; do echo "$op latency 8 B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" 8 3)"; done
     [ "$BW_SIZE" = 0 ] && return 0
     for op in put get; do echo "$op bandwidth: $(vs direct "$1" "$op-bw-$FLAVOR-flush" "$BW_SIZE" 4)"; done
 }
@@ -129,6 +142,10 @@ report() {
                 echo "$op latency $s B, $m: $(ratios "$m" "$op" "$s")"
             done
         done
+    done
+    echo "# atomics on one int64: vs ib_atomic_lat t_avg (FETCH_AND_ADD, CMP_AND_SWAP)"
+    for op in fop cas; do
+        for m in $MODES; do echo "$op latency 8 B, $m: $(ratios "$m" "$op" 8)"; done
     done
     if [ "$BW_SIZE" != 0 ]; then
         echo "# bandwidth $BW_SIZE B: vs ib_write_bw / ib_read_bw (target >= 0.95)"
