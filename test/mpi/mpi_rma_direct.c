@@ -27,6 +27,13 @@
  *    every rank (attached memory registered, keys exchanged), in two
  *    regions; then detached, unmapped, mapped again at the same address
  *    (new pages) and attached larger: operations land in the new pages.
+ * 9. Messages carry their epoch's synchronisation: rank 0 alone, K times
+ *    MPI_Win_lock + an 8-byte MPI_Accumulate + MPI_Win_unlock to rank 1:
+ *    one ring frame each (rdma_ring_frames; CH3 keeps the operation back
+ *    to carry the lock and unlock), not a LOCK message besides; then K
+ *    times MPI_Fetch_and_op + MPI_Accumulate + MPI_Win_flush inside one
+ *    lock_all: two frames, the flush riding on the second, not a FLUSH
+ *    message besides.  The sums and the values fetched are checked.
  *
  *   mpiexec -n N mpi_rma_direct parts
  *
@@ -43,9 +50,9 @@
 #include "mpi_tap.h"
 
 enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
-enum { V_ZC = 3, V_COPY = 4 };
+enum { V_ZC = 3, V_COPY = 4, V_FRAMES = 5 };
 static const char *const pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
-    "rdma_rma_messages", "rdma_zcopy_parts", "rdma_copy_parts"
+    "rdma_rma_messages", "rdma_zcopy_parts", "rdma_copy_parts", "rdma_ring_frames"
 };
 
 static int expect_direct = 1;
@@ -207,6 +214,56 @@ static long messages(void)
     (void) prev;
     MPI_Win_free(&win);
     MPI_Type_free(&strided);
+    free(mem);
+    return errs;
+}
+
+/* Check 9: per frames per epoch, with room for a stray one in 4 epochs. */
+static long frames_ok(const char *what, unsigned long long f0, int per)
+{
+    unsigned long long d = tap_pvar(V_FRAMES) - f0;
+
+    if (d <= (unsigned long long) (per * K + K / 4))
+        return 0;
+    fprintf(stderr, "rank 0: %s: %llu ring frames for %d epochs, expected %d each\n", what, d,
+            K, per);
+    return 1;
+}
+
+/* Check 9: rank 0's accumulates and fetch-and-ops to rank 1, one frame
+ * each with their synchronisation. */
+static long piggyback(void)
+{
+    long *mem = calloc(2, sizeof(long)), one = 1, old, errs = 0;
+    unsigned long long f0;
+    MPI_Win win;
+
+    MPI_Win_create(mem, 2 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    if (rank == 0) {
+        f0 = tap_pvar(V_FRAMES);
+        for (int i = 0; i < K; i++) {
+            MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+            MPI_Accumulate(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, MPI_SUM, win);
+            MPI_Win_unlock(1, win);
+        }
+        errs += frames_ok("lock, accumulate, unlock", f0, 1);
+        MPI_Win_lock_all(0, win);
+        f0 = tap_pvar(V_FRAMES);
+        for (int i = 0; i < K; i++) {
+            MPI_Fetch_and_op(&one, &old, MPI_LONG, 1, 1, MPI_SUM, win);
+            MPI_Accumulate(&one, 1, MPI_LONG, 1, 0, 1, MPI_LONG, MPI_SUM, win);
+            MPI_Win_flush(1, win);
+            errs += old != i;
+        }
+        errs += frames_ok("fetch-and-op, accumulate, flush", f0, 2);
+        MPI_Win_unlock_all(win);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1 && (mem[0] != 2 * K || mem[1] != K)) {
+        fprintf(stderr, "rank 1: sums %ld and %ld, expected %d and %d\n", mem[0], mem[1], 2 * K, K);
+        errs++;
+    }
+    MPI_Win_free(&win);
     free(mem);
     return errs;
 }
@@ -391,7 +448,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    tap_pvars_open(pvar_names, 5);
+    tap_pvars_open(pvar_names, 6);
     if (argc > 1 && !strcmp(argv[1], "parts")) {
         report(rma_parts(), "shm, puts and gets as messages: a 256 KiB put's data keeps to the "
                "ring, a 1 MiB put's and a lone 256 KiB get's answer go zero-copy, get answers "
@@ -413,6 +470,8 @@ int main(int argc, char **argv)
     report(coll_attach(), "MPI_Win_create_dynamic with coll_attach: puts and gets land, direct "
            "to every rank; memory detached, mapped again and attached larger: they land in the "
            "new pages");
+    report(piggyback(), "lock + accumulate + unlock, and fetch-and-op + accumulate + flush: the "
+           "synchronisation rides on the last message");
   done:
     if (rank == 0)
         printf("1..%d\n", ntests);

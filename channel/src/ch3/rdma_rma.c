@@ -33,7 +33,13 @@
  * dynamic one), and starts it
  * (rdma_chan_rma) with a request of its own; anything else, or a start
  * the transport refuses for now (queues, registration limits), stays a
- * message (counted: rdma_rma_messages).
+ * message (counted: rdma_rma_messages).  Messages carry the epoch's
+ * synchronisation where they can: the patch makes CH3 keep the last
+ * operation back until the next one or the synchronisation call
+ * (MPIR_CVAR_CH3_RMA_DELAY_ISSUING_FOR_PIGGYBACKING defaults to 1 in this
+ * build), so that lock, operation and unlock, or an accumulate and its
+ * flush, travel as one message; MPIDI_CH3_RMA_Op_hold says which
+ * operations wait.
  *
  * Completion rules (MPI-3 sec. 11.5).  The request completes when the
  * transport reports the operation done: for a put, once its bytes are in
@@ -433,6 +439,27 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
     return mpi_errno;
   fn_fail:
     goto fn_exit;
+}
+
+/* The patched enqueue (see the top): does op wait to carry its epoch's
+ * synchronisation?  A small put or accumulate opening a lock epoch does:
+ * it carries the lock request (a message then in any case) and the
+ * unlock, one message and its answer.  Once the lock is held an
+ * accumulate (always a message) does, carrying the flush or unlock.  Not
+ * a put then (in a stream on a node waiting cost 5-25% of the bandwidth up
+ * to 64 B, and a direct one could carry nothing), nor an operation the
+ * target answers (a get flushed after each took 1.04x the time; host H,
+ * 2026-12-06, docs/results/rma.md). */
+int MPIDI_CH3_RMA_Op_hold(MPIDI_RMA_Op_t * op, MPIR_Win * win, MPIDI_RMA_Target_t * target)
+{
+    MPIDI_CH3_Pkt_type_t t = op->pkt.type;
+    int acc = t == MPIDI_CH3_PKT_ACCUMULATE || t == MPIDI_CH3_PKT_ACCUMULATE_IMMED;
+
+    (void) win;
+    if (target->access_state == MPIDI_RMA_LOCK_CALLED)
+        return op->piggyback_lock_candidate
+            && (acc || t == MPIDI_CH3_PKT_PUT || t == MPIDI_CH3_PKT_PUT_IMMED);
+    return acc;
 }
 
 /* owner.rma_done: the transport finished a direct operation, or the read
