@@ -218,7 +218,7 @@ static long messages(void)
     return errs;
 }
 
-/* Check 9: per frames per epoch, with room for a stray one in 4 epochs. */
+/* Check 9: at most per frames an epoch, and a stray one every 4 epochs. */
 static long frames_ok(const char *what, unsigned long long f0, int per)
 {
     unsigned long long d = tap_pvar(V_FRAMES) - f0;
@@ -230,8 +230,8 @@ static long frames_ok(const char *what, unsigned long long f0, int per)
     return 1;
 }
 
-/* Check 9: rank 0's accumulates and fetch-and-ops to rank 1, one frame
- * each with their synchronisation. */
+/* Check 9: rank 0's accumulates and fetch-and-ops to rank 1, the epoch's
+ * synchronisation carried by the last message. */
 static long piggyback(void)
 {
     long *mem = calloc(2, sizeof(long)), one = 1, old, errs = 0;
