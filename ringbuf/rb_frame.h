@@ -93,6 +93,12 @@ static inline uint32_t rb_seq_next(uint32_t seq)
     return seq + 1 ? seq + 1 : 1;
 }
 
+/* A flag word's payload length. */
+static inline size_t rb_flag_len(uint64_t flag)
+{
+    return flag >> 2 & RB_LEN_MAX;
+}
+
 /* Position t is after `after` and not beyond what was sent. */
 static inline int rb_tx_ahead(const rb_pipe_t * p, uint64_t after, uint64_t t)
 {
@@ -208,6 +214,28 @@ static inline int rb_tx_answered(const rb_pipe_t * p)
     return p->rx.consumed != p->quiet_rx;
 }
 
+/* A frame waits behind the one at rx.tail (which a handler may be
+ * answering in place, or which is pending): the peer sent on without
+ * waiting for our answer, a burst of requests.  (Asking for two behind
+ * raced with the burst's sender: a target answering the second get of a
+ * lock epoch often found only the third, docs/results/rma.md.)  Words of
+ * our own ring, read plainly: a stale or torn one only decides where an
+ * answer goes (rb_tx_streams, rb_tx_lap_ends), never what is read. */
+static inline int rb_rx_queued(const rb_pipe_t * p)
+{
+    const rb_config_t *c = &p->rx.cfg;
+    size_t off = rb_ring_off(c, p->rx.tail);
+    volatile const uint64_t *fr = (volatile const uint64_t *) (p->rx.ring + off);
+    uint64_t flag = fr[0], info = fr[1];
+
+    if (!flag || (uint32_t) (flag >> 32) != p->rx.seq)
+        return 0;
+    off = rb_ring_off(c, p->rx.tail + rb_frame_span_info(p, c, off, (int) (info >> 56),
+                                                          rb_flag_len(flag), info));
+    flag = *(volatile const uint64_t *) (p->rx.ring + off);
+    return flag && (uint32_t) (flag >> 32) == rb_seq_next(p->rx.seq);
+}
+
 /* Lazy pipes: a frame of two chunks sent to an empty ring after a frame
  * came back (a ping-pong's small message) is quiet, RB_INFO_QUIET: its
  * receiver clears only its flag word, and its second chunk's word stays
@@ -314,15 +342,16 @@ size_t rb_tx_frame(rb_pipe_t * p, int type, size_t len, int at)
 }
 
 /* One-way streams of larger frames ignore the hot window: a frame of
- * `bytes` over hot_window/32, not answered (rb_tx_answered).  A stream's
- * receiver that keeps up empties the ring before each message, so rewinds
- * and lap ends there held the sender to a few frames ahead, each past the
- * window taking the slow path to read the tail (1 KiB messages at 0.52x
- * the rate, docs/results/shm.md); small frames keep the window, whose warm
- * lines they gain more from. */
+ * `bytes` over hot_window/32, not answered (rb_tx_answered) or answering
+ * one of a burst (rb_rx_queued).  A stream's receiver that keeps up
+ * empties the ring before each message, so rewinds and lap ends there held
+ * the sender to a few frames ahead, each past the window taking the slow
+ * path to read the tail (1 KiB messages at 0.52x the rate,
+ * docs/results/shm.md; a burst's answers likewise, docs/results/rma.md);
+ * small frames keep the window, whose warm lines they gain more from. */
 static inline int rb_tx_streams(const rb_pipe_t * p, uint64_t bytes)
 {
-    return !rb_tx_answered(p) && bytes > p->tx.cfg.hot_window / 32;
+    return bytes > p->tx.cfg.hot_window / 32 && (!rb_tx_answered(p) || rb_rx_queued(p));
 }
 
 /* A frame of `bytes` at ring offset off would lie past the hot window (by
@@ -336,15 +365,19 @@ static inline int rb_tx_past_hot(const rb_pipe_t * p, size_t off, uint64_t bytes
 
 /* A one-frame message of len bytes to a ring the sender knows to be empty
  * that ends at or past the lap mark (hot_window/32) ends the lap, if it
- * leaves room for one more such frame (its offset) until it is consumed. */
+ * leaves room for one more such frame (its offset) until it is consumed.
+ * Not in a stream, nor, of any size, answering one of a burst
+ * (rb_rx_queued): the answers to the rest would have that room only, and
+ * its sender stalls until a credit comes. */
 static inline int rb_tx_lap_ends(const rb_pipe_t * p, size_t len)
 {
     size_t off = rb_ring_off(&p->tx.cfg, p->tx.head);
     uint64_t bytes = p->ovh + rb_pad8(len);
 
-    return p->tx.cfg.hot_window && p->tx.head == p->tx.tail && !rb_tx_streams(p, bytes)
+    return p->tx.cfg.hot_window && p->tx.head == p->tx.tail
         && off >= rb_frame_span(p, &p->tx.cfg, off, RB_FRAME_DATA, len)
-        && off + bytes >= p->tx.cfg.hot_window / 32;
+        && off + bytes >= p->tx.cfg.hot_window / 32
+        && (bytes <= p->tx.cfg.hot_window / 32 || rb_tx_answered(p)) && !rb_rx_queued(p);
 }
 
 /* The common small message: all of it fits in one frame at tx.head now
@@ -417,12 +450,6 @@ static inline rdma_status_t rb_tx_one(rb_pipe_t * p, const struct iovec *iov, in
 }
 
 /* ---- receive side ---- */
-
-/* A flag word's payload length. */
-static inline size_t rb_flag_len(uint64_t flag)
-{
-    return flag >> 2 & RB_LEN_MAX;
-}
 
 /* A flag with the expected seq that no sender writes: bad alt, a frame
  * larger than max_frame or past the ring end. */
