@@ -21,11 +21,14 @@
 # --flavor picks the window (mpi_rma_bench's flavours: allocate, the
 # default, create, dynamic, or coll: dynamic with info coll_attach=true).
 # --modes may add "nobounce": direct with MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX=0
-# (every local buffer through the registration cache); --bw-size 0 leaves
-# out bandwidth.
+# (every local buffer through the registration cache), and "nic": direct
+# with windows created with the hints that let the NIC do accumulates
+# (mpi_rma_bench --nic-hints 1: which_accumulate_ops=sum,no_op,cswap and
+# disable_shm_accumulate=true; fetch-and-op and compare-and-swap become
+# NIC atomics); --bw-size 0 leaves out bandwidth.
 #
 #   vm-rma.sh [--out DIR] [--lat-sizes "8 4096"] [--bw-size 4194304] [--reps R]
-#             [--pairs N] [--peers] [--modes "direct am"] [--flavor allocate]
+#             [--pairs N] [--peers] [--modes "direct am nic"] [--flavor allocate]
 #
 # The VM is emulated (TCG): only ratios from one boot mean anything.
 set -euo pipefail
@@ -66,11 +69,12 @@ guest() {
         for m in $order; do
             log "pair $k: $m"
             case $m in
-                direct | am | nobounce) rma_bench "$OUT/$m.$k.txt" env \
+                direct | am | nobounce | nic) rma_bench "$OUT/$m.$k.txt" env \
                     MPIR_CVAR_CH3_RDMA_TRANSPORT=verbs \
                     MPIR_CVAR_CH3_RDMA_RMA_DIRECT="$([ "$m" = am ] && echo 0 || echo 1)" \
                     MPIR_CVAR_CH3_RDMA_RMA_BCOPY_MAX="$([ "$m" = nobounce ] && echo 0 || echo 8192)" \
-                    "$p/bin/mpiexec" -n 2 "$OUT/mpi_rma_bench.rdma" ;;
+                    "$p/bin/mpiexec" -n 2 "$OUT/mpi_rma_bench.rdma" \
+                    --nic-hints "$([ "$m" = nic ] && echo 1 || echo 0)" ;;
                 ompi) rma_bench "$OUT/ompi.$k.txt" env "${UCX_RXE[@]}" \
                     OMPI_MCA_orte_tmpdir_base=/dev/shm OMPI_MCA_pml=ucx OMPI_MCA_osc=ucx \
                     OMPI_MCA_btl=self "$OMPI/bin/mpiexec" -x UCX_TLS -x UCX_NET_DEVICES \
@@ -119,17 +123,18 @@ vs() {
     done | summary
 }
 
-# against MODE WHAT: direct's latencies and bandwidths over MODE's, if it ran.
+# against MODE WHAT [NUM]: NUM's (direct's) latencies and bandwidths over
+# MODE's, if both ran.
 against() {
-    local s op
-    [[ " $MODES${PEERS:+ ompi} " = *" $1 "* ]] || return 0
-    echo "# direct against $2 (latency < 1: less time; bandwidth > 1: more MB/s)"
+    local s op n=${3:-direct}
+    [[ " $MODES${PEERS:+ ompi} " = *" $1 "* && " $MODES " = *" $n "* ]] || return 0
+    echo "# $n against $2 (latency < 1: less time; bandwidth > 1: more MB/s)"
     for s in $LAT_SIZES; do
-        for op in put get acc; do echo "$op latency $s B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" "$s" 3)"; done
+        for op in put get acc; do echo "$op latency $s B: $(vs "$n" "$1" "$op-lat-$FLAVOR-flush" "$s" 3)"; done
     done
-    for op in fop cas; do echo "$op latency 8 B: $(vs direct "$1" "$op-lat-$FLAVOR-flush" 8 3)"; done
+    for op in fop cas; do echo "$op latency 8 B: $(vs "$n" "$1" "$op-lat-$FLAVOR-flush" 8 3)"; done
     [ "$BW_SIZE" = 0 ] && return 0
-    for op in put get; do echo "$op bandwidth: $(vs direct "$1" "$op-bw-$FLAVOR-flush" "$BW_SIZE" 4)"; done
+    for op in put get; do echo "$op bandwidth: $(vs "$n" "$1" "$op-bw-$FLAVOR-flush" "$BW_SIZE" 4)"; done
 }
 
 report() {
@@ -157,7 +162,9 @@ report() {
     fi
     against am "active messages"
     against nobounce "direct without bounce buffers (RMA_BCOPY_MAX=0)"
+    against nic "direct with the hints that let the NIC do accumulates"
     against ompi "Open MPI over UCX (osc ucx)"
+    against ompi "Open MPI over UCX (osc ucx)" nic
 }
 
 main() {
@@ -169,7 +176,7 @@ main() {
         die "--flavor: $FLAVOR? allowed allocate, create, dynamic, coll"
     [ -z "$HELP" ] || usage
     for m in $MODES; do
-        [[ $m =~ ^(direct|am|nobounce)$ ]] || die "--modes: $m? allowed direct, am, nobounce"
+        [[ $m =~ ^(direct|am|nobounce|nic)$ ]] || die "--modes: $m? allowed direct, am, nobounce, nic"
     done
     [[ " $MODES " = *" direct "* ]] || die "--modes $MODES: direct is required (the figures are its)"
     if [ -n "$GUEST" ]; then

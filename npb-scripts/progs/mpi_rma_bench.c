@@ -3,6 +3,7 @@
  *   mpiexec -n 2 mpi_rma_bench [--min SIZE] [--max SIZE] [--reps R]
  *       [--ops put,get,acc,fop,cas] [--flavors create,allocate,dynamic,coll]
  *       [--syncs flush,lock,fence,pscw] [--tests lat,bw] [--window W]
+ *       [--nic-hints 0|1]
  *
  * Rank 0 is the origin, rank 1 the target, in a window of the flavour
  * (MPI_Win_create over malloc'ed memory, MPI_Win_allocate, or
@@ -20,6 +21,9 @@
  * put and get move SIZE bytes of MPI_BYTE; acc adds SIZE / 4 MPI_INTs
  * (MPI_SUM); fop (MPI_Fetch_and_op, MPI_SUM) and cas
  * (MPI_Compare_and_swap) work on one int64 (size 8, lat only).
+ * --nic-hints 1 creates create and allocate windows with the info keys
+ * which_accumulate_ops=sum,no_op,cswap and disable_shm_accumulate=true,
+ * which let an implementation do fop and cas with the NIC's atomics.
  * Each measurement runs warm-up iterations then iterations scaled with
  * the size, R times (default 5, at most MAX_REPS); the median is printed.
  *
@@ -48,8 +52,8 @@ static const char *flav_name[NFLAV] = { "create", "allocate", "dynamic", "coll" 
 
 static struct {
     size_t min, max;
-    int reps, window, ops[NOP], syncs[NSYNC], flavs[NFLAV], lat, bw;
-} o = { 1, 4UL << 20, 5, 64, {1, 1, 1, 1, 1}, {1, 0, 0, 0}, {1, 1, 0, 0}, 1, 1 };
+    int reps, window, ops[NOP], syncs[NSYNC], flavs[NFLAV], lat, bw, nic;
+} o = { 1, 4UL << 20, 5, 64, {1, 1, 1, 1, 1}, {1, 0, 0, 0}, {1, 1, 0, 0}, 1, 1, 0 };
 
 /* Zeroes a window through a pointer the compiler cannot see through: GCC
  * turns malloc + memset(0) into calloc, which leaves fresh pages untouched,
@@ -99,6 +103,8 @@ static int parse(int argc, char **argv)
             o.reps = atoi(v);
         else if (!strcmp(a, "--window"))
             o.window = atoi(v);
+        else if (!strcmp(a, "--nic-hints"))
+            o.nic = atoi(v);
         else if (!strcmp(a, "--ops"))
             rc = pick(v, op_name, NOP, o.ops);
         else if (!strcmp(a, "--syncs"))
@@ -205,9 +211,15 @@ static void run(int flav, int op, int sync, int bw, size_t n)
     int w = 1;
     size_t len;
     char *mem = NULL, name[64];
+    MPI_Info hints = MPI_INFO_NULL;
     MPI_Win win;
     double s;
 
+    if (o.nic) {
+        MPI_Info_create(&hints);
+        MPI_Info_set(hints, "which_accumulate_ops", "sum,no_op,cswap");
+        MPI_Info_set(hints, "disable_shm_accumulate", "true");
+    }
     if (bw) {
         w = o.window;
         while (w > 1 && (size_t) w * n > WINDOW_BYTES)
@@ -216,14 +228,14 @@ static void run(int flav, int op, int sync, int bw, size_t n)
     len = (size_t) w * n + 64;
     tbase = 0;
     if (flav == ALLOCATE) {
-        MPI_Win_allocate((MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+        MPI_Win_allocate((MPI_Aint) len, 1, hints, MPI_COMM_WORLD, &mem, &win);
         memset(mem, 0, len);
     } else {
         mem = malloc(len);
         zero_fill(mem, 0, len);
     }
     if (flav == CREATE)
-        MPI_Win_create(mem, (MPI_Aint) len, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        MPI_Win_create(mem, (MPI_Aint) len, 1, hints, MPI_COMM_WORLD, &win);
     if (flav == DYNAMIC || flav == COLL) {
         MPI_Info info;
 
@@ -235,6 +247,8 @@ static void run(int flav, int op, int sync, int bw, size_t n)
         MPI_Get_address(mem, &tbase);
         MPI_Bcast(&tbase, 1, MPI_AINT, 1, MPI_COMM_WORLD);
     }
+    if (o.nic)
+        MPI_Info_free(&hints);
     MPI_Barrier(MPI_COMM_WORLD);
     s = measure(win, op, sync, n, w);
     snprintf(name, sizeof(name), "%s-%s-%s-%s", op_name[op], bw ? "bw" : "lat", flav_name[flav],

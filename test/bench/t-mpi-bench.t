@@ -2,10 +2,11 @@
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
 # reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit;
 # bad options fail.  mpi_rma_bench: a row per op, test, flavour (the
-# dynamic ones too), sync and size; a bad option fails.  ring_walk (no
+# dynamic ones too), sync and size, with the atomics hints too; a bad
+# option fails.  ring_walk (no
 # MPI): one row per window, a bad window named.
 . "$(dirname "$0")/../lib.sh"
-plan 14
+plan 15
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
@@ -42,6 +43,10 @@ drow='^(put|get|acc|fop|cas)-lat-(dynamic|coll)-flush +8 +[0-9.]+ +[0-9.]+$'
 n=$(timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_bench" --reps 1 --min 8 --max 8 --tests lat \
     --flavors dynamic,coll | grep -Ec "$drow")
 [ "$n" = 10 ]; ok $? "mpi_rma_bench: flavours dynamic and coll, 5 ops (got $n of 10 rows)"
+# --nic-hints 1: windows with which_accumulate_ops and disable_shm_accumulate
+n=$(timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_bench" --reps 1 --min 8 --max 8 --tests lat \
+    --ops fop,cas --nic-hints 1 | grep -Ec "$rrow")
+[ "$n" = 4 ]; ok $? "mpi_rma_bench --nic-hints 1: fop and cas in windows with the atomics hints (got $n of 4 rows)"
 expect_output 2 "unknown 'nope'" "mpi_rma_bench: an unknown sync is named" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_bench" --syncs flush,nope
 # mpi_mem (npb-scripts/mem-table.sh): one line, Pss summed over 4 ranks > 4 x the largest

@@ -2,7 +2,8 @@
 # mpi_setup: P = the ch3:rdma prefix, W = a scratch directory (removed on
 # exit) holding cpi and the test programs of test/mpi (mpi_check, mpi_large, mpi_eager, mpi_early,
 # mpi_stress, mpi_fork, mpi_ptracer, mpi_life, mpi_hot, mpi_pvars, mpi_spawn, mpi_port, mpi_fin,
-# mpi_waits, mpi_shm_win, mpi_rma_stress, mpi_rma_direct, mpi_rndv, mpi_conns, mpi_conn_wait)
+# mpi_waits, mpi_shm_win, mpi_rma_stress, mpi_rma_direct, mpi_rma_amo, mpi_rndv, mpi_conns,
+# mpi_conn_wait)
 # built with P's mpicc, no_cma (CMA forbidden by seccomp, as in containers)
 # and mmap_taken.so (an address unmapped is taken before the remap).
 mpi_setup() {
@@ -27,6 +28,7 @@ mpi_setup() {
         "$P/bin/mpicc" -O2 -o "$W/mpi_shm_win" "$TOP/test/mpi/mpi_shm_win.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_rma_stress" "$TOP/test/mpi/mpi_rma_stress.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_rma_direct" "$TOP/test/mpi/mpi_rma_direct.c" &&
+        "$P/bin/mpicc" -O2 -o "$W/mpi_rma_amo" "$TOP/test/mpi/mpi_rma_amo.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_rndv" "$TOP/test/mpi/mpi_rndv.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_conns" "$TOP/test/mpi/mpi_conns.c" &&
         "$P/bin/mpicc" -O2 -o "$W/mpi_conn_wait" "$TOP/test/mpi/mpi_conn_wait.c" &&

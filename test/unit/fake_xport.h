@@ -230,7 +230,8 @@ static void fake_rma_report(fake_end_t * e, rdma_status_t st)
 }
 
 static const rdma_xport_rma_ops_t fake_rma_ops = {
-    fake_win_expose, fake_win_unexpose, fake_rma_put, fake_rma_get, 1
+    .expose = fake_win_expose, .unexpose = fake_win_unexpose, .put = fake_rma_put,
+    .get = fake_rma_get, .all_memory = 1
 };
 
 static rdma_status_t fake_open_in(int fabric, const rdma_xport_params_t * prm, rdma_xport_t ** xpp,

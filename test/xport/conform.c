@@ -932,8 +932,9 @@ const conform_case_t conform_cases[] = {
      "each other's exposed window at once, read back, and seen by the owner's CPU",
      {.rma = 1}, NULL},
     {"rma", "2 ranks, verbs bounce buffers up to 8 KiB: the 4 KiB put and the small gets go "
-     "through them", {.rma = 1, .bcopy = 8192}, NULL},
-    {"rma", "3 ranks, bounce buffers: one-sided puts and gets between all pairs at once",
+     "through them; atomics (where the device has them) on each other's words and our own",
+     {.rma = 1, .bcopy = 8192}, NULL},
+    {"rma", "3 ranks, bounce buffers: one-sided puts, gets and atomics between all pairs at once",
      {.nprocs = 3, .rma = 1, .bcopy = 8192}, NULL},
     {"kill", "peer SIGKILLed mid-stream, the survivor's progress reports it",
      {.kill_rank = 1, .timeout = 5}, "connection to rank 1 on "},

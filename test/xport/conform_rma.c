@@ -13,6 +13,12 @@
  *   - gets the peer's upper half and checks it is the peer's own bytes;
  *   - after a barrier, checks its lower half holds what each peer put
  *     (its CPU sees the NIC's writes once the writer saw them complete).
+ * Where the transport's atomics work (amo_ok), AMO_WORDS words past the
+ * window take them: each rank fetch-and-adds 1 to word 0 of every rank
+ * (its own through self) AMO_K times, then {1, 2, 3} to words 1-3 (one
+ * atomic of 3 words), and compare-and-swaps word 4 from 0 to its rank + 1:
+ * the values each fetch finds grow, the swap finds 0 or a rank + 1, and
+ * after a barrier every word holds what all of them made it.
  * A transport without rma ops passes trivially (said).
  */
 #include <stdio.h>
@@ -168,6 +174,65 @@ static int rma_with(node_t * nd, int p, uint64_t raddr, uint64_t key, uint8_t * 
     return 0;
 }
 
+enum { AMO_WORDS = 8, AMO_K = 50 };
+
+/* One atomic on rank p's words (p == ours: through self), waited for. */
+static int amo_op(node_t * nd, int p, const rdma_xport_amo_t * a, uint64_t raddr, uint64_t key)
+{
+    const rdma_xport_rma_ops_t *r = conform_t->ops->rma;
+    double limit = conform_now() + 30;
+    int flag = 0;
+
+    if (p == nd->rank ? r->self(nd->xp, a, raddr, key)
+        : r->atomic(nd->conns[p].xc.priv, a, raddr, key, &flag)) {
+        conform_say(nd, "D atomic on rank %d not started: %s", p, conform_t->ops->error(nd->xp));
+        return -1;
+    }
+    while (p != nd->rank && flag == 0 && conform_now() < limit)
+        conform_progress(nd);
+    if (p != nd->rank && flag != 1) {
+        conform_say(nd, "D atomic on rank %d reported %d", p, flag);
+        return -1;
+    }
+    return 0;
+}
+
+/* The atomics with rank p (addr, key: its words); 0 or -1. */
+static int amo_with(node_t * nd, int p, uint64_t addr, uint64_t key)
+{
+    rdma_xport_amo_t a = {.n = 1, .add = {1} };
+    uint64_t got[3], last = 0;
+    int k;
+
+    for (k = 0; k < AMO_K; k++) {
+        a.result = got;
+        if (amo_op(nd, p, &a, addr, key) || (k && got[0] <= last))
+            return -1;
+        last = got[0];
+    }
+    a = (rdma_xport_amo_t) {.n = 3, .add = {1, 2, 3}, .result = got };
+    if (amo_op(nd, p, &a, addr + 8, key) || got[1] % 2 || got[2] % 3)
+        return -1;
+    a = (rdma_xport_amo_t) {.cas = 1, .n = 1, .cmp = 0, .add = {(uint64_t) nd->rank + 1},
+        .result = got };
+    if (amo_op(nd, p, &a, addr + 32, key) || got[0] > (uint64_t) nd->sc->nprocs)
+        return -1;
+    return 0;
+}
+
+/* After the barrier: our words hold what every rank's atomics made them. */
+static int amo_check_own(node_t * nd, const uint64_t * w)
+{
+    uint64_t n = (uint64_t) nd->sc->nprocs;
+
+    if (w[0] == n * AMO_K && w[1] == n && w[2] == 2 * n && w[3] == 3 * n && w[4] && w[4] <= n)
+        return 0;
+    conform_say(nd, "D our atomic words are %llu %llu %llu %llu %llu", (unsigned long long) w[0],
+                (unsigned long long) w[1], (unsigned long long) w[2], (unsigned long long) w[3],
+                (unsigned long long) w[4]);
+    return -1;
+}
+
 /* After the barrier: our lower half holds what every peer put there. */
 static int rma_check_own(node_t * nd, const uint8_t * win)
 {
@@ -190,7 +255,7 @@ int conform_rma(node_t * nd)
     uint8_t *win, *tmp;
     uint64_t mine[2], theirs[CONFORM_MAXP][2];
     void *h;
-    int p, rc = -1;
+    int p, amo, rc = -1;
     size_t i;
 
     if (!r) {
@@ -198,14 +263,17 @@ int conform_rma(node_t * nd)
         conform_barrier(nd);
         return 0;
     }
-    win = aligned_alloc(4096, WIN);
+    amo = r->amo_ok && r->amo_ok(nd->xp);
+    conform_say(nd, "D rma: atomics %s", amo ? "too" : "not here");
+    win = aligned_alloc(4096, WIN + 4096);
     tmp = malloc(WIN / 2);
     if (!win || !tmp)
         exit(2);
     memset(win, 0, WIN / 2);
+    memset(win + WIN, 0, AMO_WORDS * 8);
     for (i = 0; i < WIN / 2; i++)
         win[WIN / 2 + i] = conform_gen(nd->rank, nd->rank, i);
-    if (r->expose(nd->xp, win, WIN, &mine[1], &h)) {
+    if (r->expose(nd->xp, win, WIN + AMO_WORDS * 8, &mine[1], &h)) {
         conform_say(nd, "D rma expose failed: %s", conform_t->ops->error(nd->xp));
         exit(1);
     }
@@ -217,8 +285,12 @@ int conform_rma(node_t * nd)
     for (p = 0; p < nd->sc->nprocs; p++)
         if (p != nd->rank && rma_with(nd, p, theirs[p][0], theirs[p][1], tmp))
             goto out;
+    for (p = 0; amo && p < nd->sc->nprocs; p++)
+        if (amo_with(nd, p, p == nd->rank ? mine[0] + WIN : theirs[p][0] + WIN,
+                     p == nd->rank ? mine[1] : theirs[p][1]))
+            goto out;
     conform_barrier(nd);
-    rc = rma_check_own(nd, win);
+    rc = rma_check_own(nd, win) || (amo && amo_check_own(nd, (const uint64_t *) (win + WIN)));
     conform_barrier(nd);        /* nobody accesses our window any more */
   out:
     r->unexpose(nd->xp, h);

@@ -41,6 +41,29 @@
  * flush, travel as one message; MPIDI_CH3_RMA_Op_hold says which
  * operations wait.
  *
+ * Atomics.  The NIC's atomics (8-byte fetch-and-add and compare-and-swap)
+ * are atomic with each other, not with the CPU's accesses, so a window
+ * uses them only where every accumulate to it goes through the NIC: it
+ * is created with the info keys MPICH's ch4 reads for this,
+ * disable_shm_accumulate=true (no accumulate done by a CPU, the target's
+ * own included) and which_accumulate_ops naming only sum, no_op and
+ * cswap; it is not dynamic or shared; and every rank reaches every other
+ * over verbs with atomics (one rank per node, or TRANSPORT=verbs), which
+ * each rank checks before the key allgather, clearing its key's amo bits
+ * if not, so that all agree.  Then every accumulate, get_accumulate,
+ * fetch-and-op (sum, no_op) and compare-and-swap of an 8-byte integer
+ * type, contiguous, at an 8-aligned target address, is one NIC atomic
+ * per element (MPI's atomicity is per element and per predefined type;
+ * other types, ops and addresses keep the message path, each always the
+ * same way): to a peer from the patched issue loop, never carrying a
+ * lock request (MPIDI_CH3_RMA_Op_hold clears piggyback_lock_candidate)
+ * and, as the last operation of an ending epoch, followed by the end
+ * the patched loop sends once it is issued; to ourselves from CH3's
+ * local path (MPIDI_CH3_RMA_Self_atomic), through a loopback QP,
+ * finished on return.  Such an operation never falls back to a message:
+ * a peer not connected yet leaves it queued until the connection is
+ * (*direct < 0).  Counted: rdma_rma_direct_atomics.
+ *
  * Completion rules (MPI-3 sec. 11.5).  The request completes when the
  * transport reports the operation done: for a put, once its bytes are in
  * the target's memory (an RDMA write's completion comes with the
@@ -102,7 +125,8 @@ typedef struct rdma_rma_attach {
 struct MPIDI_CH3I_win_rma {
     rdma_chan_wh_t wh;          /* ours, for unexpose */
     rdma_chan_wkey_t self;
-    uint64_t puts, gets, messages;      /* this window's operations */
+    uint64_t puts, gets, atomics, messages;     /* this window's operations */
+    int amo;                    /* accumulates go through the NIC (see the top) */
     MPL_gavl_tree_t *attached;  /* [comm size] or NULL (no coll_attach): regions */
     rdma_chan_wkey_t keys[];    /* [comm size]: what each rank exposed */
 };
@@ -117,15 +141,21 @@ static void rdma_rma_region_free(void *v)
     MPL_free(g);
 }
 
+/* Info key k's value in v (MPI_MAX_INFO_VAL + 1 bytes); 0: not set. */
+static int rdma_rma_info(MPIR_Info * info, const char *k, char *v)
+{
+    int flag = 0;
+
+    return info && MPIR_Info_get_impl(info, k, MPI_MAX_INFO_VAL, v, &flag) == MPI_SUCCESS && flag;
+}
+
 /* A dynamic window created with info coll_attach=true? */
 static int rdma_rma_coll_attach(const MPIR_Win * win, MPIR_Info * info)
 {
     char v[MPI_MAX_INFO_VAL + 1];
-    int flag = 0;
 
-    return win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC && info
-        && MPIR_Info_get_impl(info, "coll_attach", MPI_MAX_INFO_VAL, v, &flag) == MPI_SUCCESS
-        && flag && !strcmp(v, "true");
+    return win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC && rdma_rma_info(info, "coll_attach", v)
+        && !strcmp(v, "true");
 }
 
 /* The empty trees of a coll_attach window. */
@@ -155,6 +185,41 @@ static void rdma_rma_trees_free(struct MPIDI_CH3I_win_rma *r, int n)
     r->attached = NULL;
 }
 
+/* which_accumulate_ops (in val) names only operations the NIC does. */
+static int rdma_rma_nic_ops(char *val)
+{
+    char *tok, *save;
+
+    for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (strcmp(tok, "sum") && strcmp(tok, "no_op") && strcmp(tok, "cswap"))
+            return 0;
+    return 1;
+}
+
+/* May this rank's accumulates to win go through the NIC (see the top)?
+ * The hints, the flavour, and every peer (and we) over verbs with atomics. */
+static int rdma_rma_amo_hinted(MPIR_Win * win, MPIR_Info * info)
+{
+    char v[MPI_MAX_INFO_VAL + 1];
+    int i;
+
+    if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC || win->create_flavor ==
+        MPI_WIN_FLAVOR_SHARED || !rdma_rma_info(info, "disable_shm_accumulate", v)
+        || strcmp(v, "true") || !rdma_rma_info(info, "which_accumulate_ops", v)
+        || !rdma_rma_nic_ops(v) || !rdma_chan_amo_link(&MPIDI_CH3I_chan, NULL))
+        return 0;
+    for (i = 0; i < win->comm_ptr->local_size; i++) {
+        MPIDI_VC_t *vc;
+
+        if (i == win->comm_ptr->rank)
+            continue;
+        MPIDI_Comm_get_vc(win->comm_ptr, i, &vc);
+        if (!rdma_chan_amo_link(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc)))
+            return 0;
+    }
+    return 1;
+}
+
 /* gather_info, then expose base over the transports and gather the keys. */
 static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_Info * info,
                                 MPIR_Comm * comm, MPIR_Win ** win_ptr)
@@ -162,7 +227,7 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
     MPIR_Win *win;
     struct MPIDI_CH3I_win_rma *r;
     MPIR_Errflag_t errflag = MPIR_ERR_NONE;
-    int n = comm->local_size, mpi_errno;
+    int i, n = comm->local_size, mpi_errno;
 
     mpi_errno = MPIDI_CH3U_Win_gather_info(base, size, disp_unit, info, comm, win_ptr);
     MPIR_ERR_CHECK(mpi_errno);
@@ -179,10 +244,15 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
         mpi_errno = rdma_rma_trees_make(r, n);
         MPIR_ERR_CHECK(mpi_errno);
     }
+    if (!rdma_rma_amo_hinted(win, info))
+        r->self.amo = 0;
     mpi_errno = MPIR_Allgather(&r->self, sizeof(r->self), MPI_BYTE, r->keys, sizeof(r->self),
                                MPI_BYTE, comm, &errflag);
     MPIR_ERR_CHECK(mpi_errno);
     MPIR_ERR_CHKANDJUMP(errflag, mpi_errno, MPI_ERR_OTHER, "**coll_fail");
+    r->amo = 1;
+    for (i = 0; i < n; i++)
+        r->amo &= !!(r->keys[i].amo & 1u << RDMA_XP_VERBS);
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -196,11 +266,12 @@ void MPIDI_CH3I_RDMA_win_rma_free(MPIR_Win * win)
 
     if (!r)
         return;
-    if (MPIDI_CH3I_chan.cfg.verbose && (r->puts || r->gets || r->messages))
-        fprintf(stderr, "[ch3:rdma] rank %d: window %#x: %llu puts and %llu gets direct, "
-                "%llu operations as messages\n", MPIDI_CH3I_chan.rank, (unsigned) win->handle,
-                (unsigned long long) r->puts, (unsigned long long) r->gets,
-                (unsigned long long) r->messages);
+    if (MPIDI_CH3I_chan.cfg.verbose && (r->puts || r->gets || r->atomics || r->messages))
+        fprintf(stderr, "[ch3:rdma] rank %d: window %#x: %llu puts, %llu gets and %llu "
+                "atomics direct%s, %llu operations as messages\n", MPIDI_CH3I_chan.rank,
+                (unsigned) win->handle, (unsigned long long) r->puts,
+                (unsigned long long) r->gets, (unsigned long long) r->atomics,
+                r->amo ? " (accumulates through the NIC)" : "", (unsigned long long) r->messages);
     rdma_rma_trees_free(r, win->comm_ptr->local_size);       /* regions left attached */
     rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &r->self, &r->wh);
     MPL_free(r);
@@ -348,6 +419,170 @@ static int rdma_rma_direct_op(const MPIDI_RMA_Op_t * op, const MPIR_Win * win, i
     return o->raddr >= base && o->raddr - base <= size && o->len <= size - (o->raddr - base);
 }
 
+/* An accumulate the NIC does: n 8-byte elements at raddr, add[0..n) added
+ * (add NULL: MPI_NO_OP) or, with cmp, compare-and-swap (n 1: *add for
+ * *cmp); the elements found go to result (NULL: not wanted). */
+typedef struct rdma_rma_amo {
+    const void *add, *cmp;
+    void *result;
+    int n;
+    uintptr_t raddr;
+} rdma_rma_amo_t;
+
+/* An 8-byte integer type: MPI_SUM is the NIC's add. */
+static int rdma_rma_amo_type(MPI_Datatype t)
+{
+    MPI_Aint size;
+
+    if (t != MPI_INT64_T && t != MPI_UINT64_T && t != MPI_LONG && t != MPI_UNSIGNED_LONG
+        && t != MPI_LONG_LONG && t != MPI_UNSIGNED_LONG_LONG && t != MPI_AINT
+        && t != MPI_OFFSET && t != MPI_COUNT)
+        return 0;
+    MPIR_Datatype_get_size_macro(t, size);
+    return size == 8;
+}
+
+/* A derived type of such elements: its accumulates would be the CPU's,
+ * not atomic with the NIC's on the same elements. */
+static int rdma_rma_amo_derived(MPI_Datatype t)
+{
+    MPIR_Datatype *d;
+
+    if (MPIR_DATATYPE_IS_PREDEFINED(t))
+        return 0;
+    MPIR_Datatype_get_ptr(t, d);
+    return d && rdma_rma_amo_type(d->basic_type);
+}
+
+/* Does the NIC do this accumulate to target (see the top)?  n elements of
+ * type t (n < 0: origin, target and result differ) at raddr; then *m. */
+static int rdma_rma_amo_make(const MPIR_Win * win, int target, const void *add, const void *cmp,
+                             void *result, int n, MPI_Datatype t, uintptr_t raddr, MPI_Op op,
+                             rdma_rma_amo_t * m)
+{
+    const struct MPIDI_CH3I_win_rma *r = win->rma;
+    uintptr_t base = (uintptr_t) win->basic_info_table[target].base_addr;
+    size_t size = (size_t) win->basic_info_table[target].size;
+
+    if (!r || !r->amo || n < 1 || !rdma_rma_amo_type(t) || raddr % 8
+        || (cmp ? n != 1 : op != MPI_SUM && op != MPI_NO_OP)
+        || raddr < base || raddr - base > size || 8 * (size_t) n > size - (raddr - base))
+        return 0;
+    *m = (rdma_rma_amo_t) {op == MPI_NO_OP && !cmp ? NULL : add, cmp, result, n, raddr};
+    return 1;
+}
+
+/* The accumulate-family op to target, if the NIC does it (*m); *bad: one
+ * it cannot do although its elements are the NIC's (a derived type). */
+static int rdma_rma_amo_of(const MPIDI_RMA_Op_t * op, const MPIR_Win * win, int target,
+                           rdma_rma_amo_t * m, int *bad)
+{
+    const MPIDI_CH3_Pkt_t *p = &op->pkt;
+    int n = op->origin_count;
+
+    *bad = 0;
+    switch (p->type) {
+    case MPIDI_CH3_PKT_ACCUMULATE:
+    case MPIDI_CH3_PKT_ACCUMULATE_IMMED:
+        *bad = rdma_rma_amo_derived(p->accum.datatype);
+        return rdma_rma_amo_make(win, target, op->origin_addr, NULL, NULL,
+                                 op->origin_datatype == p->accum.datatype
+                                 && n == p->accum.count ? n : -1, p->accum.datatype,
+                                 (uintptr_t) p->accum.addr, p->accum.op, m);
+    case MPIDI_CH3_PKT_GET_ACCUM:
+    case MPIDI_CH3_PKT_GET_ACCUM_IMMED:
+        *bad = rdma_rma_amo_derived(p->get_accum.datatype);
+        n = op->result_datatype == p->get_accum.datatype && op->result_count == p->get_accum.count
+            && (p->get_accum.op == MPI_NO_OP || (op->origin_datatype == p->get_accum.datatype
+                                                 && n == p->get_accum.count)) ? op->result_count : -1;
+        return rdma_rma_amo_make(win, target, op->origin_addr, NULL, op->result_addr, n,
+                                 p->get_accum.datatype, (uintptr_t) p->get_accum.addr,
+                                 p->get_accum.op, m);
+    case MPIDI_CH3_PKT_FOP:
+    case MPIDI_CH3_PKT_FOP_IMMED:
+        return rdma_rma_amo_make(win, target, op->origin_addr, NULL, op->result_addr, 1,
+                                 p->fop.datatype, (uintptr_t) p->fop.addr, p->fop.op, m);
+    case MPIDI_CH3_PKT_CAS_IMMED:
+        return rdma_rma_amo_make(win, target, op->origin_addr, op->compare_addr,
+                                 op->result_addr, 1, p->cas.datatype, (uintptr_t) p->cas.addr,
+                                 MPI_NO_OP, m);
+    default:
+        return 0;
+    }
+}
+
+/* Elements [first, first + RDMA_XP_AMO_MAX) of m as one transport atomic. */
+static void rdma_rma_amo_chunk(const rdma_rma_amo_t * m, int first, rdma_xport_amo_t * a)
+{
+    int i;
+
+    a->n = m->n - first < RDMA_XP_AMO_MAX ? m->n - first : RDMA_XP_AMO_MAX;
+    a->cas = m->cmp != NULL;
+    if (m->cmp)
+        memcpy(&a->cmp, m->cmp, 8);
+    for (i = 0; i < a->n; i++) {
+        a->add[i] = 0;
+        if (m->add)
+            memcpy(&a->add[i], (const char *) m->add + 8 * (size_t) (first + i), 8);
+    }
+    a->result = m->result ? (char *) m->result + 8 * (size_t) first : NULL;
+}
+
+/* A window whose accumulates the NIC does met one it cannot do. */
+static int rdma_rma_amo_refuse(const char *why)
+{
+    int mpi_errno = MPI_SUCCESS;
+
+    MPIR_ERR_SET1(mpi_errno, MPI_ERR_OTHER, "**ch3|rdma|amo", "**ch3|rdma|amo %s", why);
+    return mpi_errno;
+}
+
+/* Start m on vc, one request per RDMA_XP_AMO_MAX elements (op's); *direct
+ * 1, or -1: not yet (the connection is being made; nothing started). */
+static int rdma_rma_amo_start(MPIDI_VC_t * vc, MPIDI_RMA_Op_t * op, const rdma_rma_amo_t * m,
+                              const rdma_chan_wkey_t * key, int *direct)
+{
+    int i, k, nreq = (m->n + RDMA_XP_AMO_MAX - 1) / RDMA_XP_AMO_MAX, mpi_errno = MPI_SUCCESS;
+    MPIR_Request **reqs = &op->single_req;
+    rdma_link_t *l = MPIDI_CH3I_link(vc);
+    rdma_xport_amo_t a;
+    rdma_status_t st;
+
+    if (nreq > 1) {
+        reqs = op->multi_reqs = MPL_calloc(nreq, sizeof(*reqs), MPL_MEM_RMA);
+        MPIR_ERR_CHKANDJUMP(!reqs, mpi_errno, MPI_ERR_OTHER, "**nomem");
+    }
+    op->reqs_size = nreq;
+    *direct = 1;
+    for (i = k = 0; k < nreq; k++, i += RDMA_XP_AMO_MAX) {
+        reqs[k] = MPIR_Request_create(MPIR_REQUEST_KIND__RMA);
+        MPIR_ERR_CHKANDJUMP(!reqs[k], mpi_errno, MPI_ERR_OTHER, "**nomemreq");
+        rdma_rma_amo_chunk(m, i, &a);
+        st = rdma_chan_atomic(&MPIDI_CH3I_chan, l, &a, m->raddr + 8 * (unsigned) i, key, reqs[k]);
+        if (st != RDMA_OK) {
+            MPIR_cc_set(&reqs[k]->cc, 0);
+            MPIR_Request_free(reqs[k]);
+            reqs[k] = NULL;
+            if (st == RDMA_ERR_NOMEM && k == 0) {
+                *direct = -1;   /* not connected yet: nothing started */
+                op->reqs_size = 0;
+                MPL_free(op->multi_reqs);
+                op->multi_reqs = NULL;
+                break;
+            }
+            mpi_errno = st == RDMA_ERR_PEER ? MPIDI_CH3I_RDMA_peer_errno(l->xc.why)
+                : rdma_rma_amo_refuse("the NIC refused an atomic");
+            goto fn_fail;
+        }
+        MPIR_Request_add_ref(reqs[k]);  /* one for CH3, one for completion */
+        MPIDI_CH3I_Sendq_hold(vc, reqs[k]);
+    }
+  fn_exit:
+    return mpi_errno;
+  fn_fail:
+    goto fn_exit;
+}
+
 /* Would op carry the end of its epoch (FLUSH, UNLOCK, fence's or PSCW's
  * counter decrement)?  CH3 piggybacks those on the last pending operation
  * of a target whose epoch is ending; issued directly, it would carry
@@ -405,7 +640,9 @@ static const rdma_chan_wkey_t *rdma_rma_key(const struct MPIDI_CH3I_win_rma *r, 
     return g ? &((rdma_rma_region_t *) g)->key : &r->keys[target];
 }
 
-/* The patched issue loop (see the top): start op directly if it can go. */
+/* The patched issue loop (see the top): start op directly if it can go;
+ * *direct 1 if it went, 0: send it as a message, -1: not yet (an atomic
+ * the NIC does, to a peer not connected yet). */
 int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, int lock,
                                int *direct)
 {
@@ -413,9 +650,19 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
     MPIR_Request *req = NULL;
     MPIDI_VC_t *vc;
     rdma_rma_op_t o;
-    int mpi_errno = MPI_SUCCESS;
+    rdma_rma_amo_t m;
+    int bad, mpi_errno = MPI_SUCCESS;
 
     *direct = 0;
+    if (r && r->amo && rdma_rma_amo_of(op, win, target, &m, &bad)) {
+        MPIR_Assert(!lock);     /* MPIDI_CH3_RMA_Op_hold: never a lock candidate */
+        MPIDI_Comm_get_vc_set_active(win->comm_ptr, target, &vc);
+        mpi_errno = rdma_rma_amo_start(vc, op, &m, &r->keys[target], direct);
+        r->atomics += *direct > 0;
+        return mpi_errno;
+    }
+    if (r && r->amo && bad)
+        return rdma_rma_amo_refuse("an accumulate of a derived datatype of 8-byte integers");
     if (r && !lock && target != win->comm_ptr->rank && rdma_rma_direct_op(op, win, target, &o)
         && !rdma_rma_ends_epoch(op, win, target)) {
         MPIDI_Comm_get_vc_set_active(win->comm_ptr, target, &vc);
@@ -453,13 +700,52 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
 int MPIDI_CH3_RMA_Op_hold(MPIDI_RMA_Op_t * op, MPIR_Win * win, MPIDI_RMA_Target_t * target)
 {
     MPIDI_CH3_Pkt_type_t t = op->pkt.type;
-    int acc = t == MPIDI_CH3_PKT_ACCUMULATE || t == MPIDI_CH3_PKT_ACCUMULATE_IMMED;
+    int bad, acc = t == MPIDI_CH3_PKT_ACCUMULATE || t == MPIDI_CH3_PKT_ACCUMULATE_IMMED;
+    struct MPIDI_CH3I_win_rma *r = win->rma;
+    rdma_rma_amo_t m;
 
-    (void) win;
+    if (r && r->amo && rdma_rma_amo_of(op, win, target->target_rank, &m, &bad)) {
+        op->piggyback_lock_candidate = 0;       /* the NIC's: the lock goes apart */
+        return 0;
+    }
     if (target->access_state == MPIDI_RMA_LOCK_CALLED)
         return op->piggyback_lock_candidate
             && (acc || t == MPIDI_CH3_PKT_PUT || t == MPIDI_CH3_PKT_PUT_IMMED);
     return acc;
+}
+
+/* CH3's local path (the patched MPIDI_CH3I_Accumulate, Get_accumulate,
+ * MPID_Fetch_and_op and MPID_Compare_and_swap, to ourselves): where the
+ * NIC does this window's accumulates, it does this one too, through the
+ * loopback (finished here, *done 1).  count < 0: origin, target and result
+ * differ (not the NIC's); target_type: the target's datatype. */
+int MPIDI_CH3_RMA_Self_atomic(MPIR_Win * win, const void *origin, const void *compare,
+                              void *result, int count, MPI_Datatype target_type,
+                              MPI_Aint target_disp, MPI_Op op, int *done)
+{
+    struct MPIDI_CH3I_win_rma *r = win->rma;
+    int i, me = win->comm_ptr->rank;
+    uintptr_t raddr = (uintptr_t) win->basic_info_table[me].base_addr
+        + (uintptr_t) (win->basic_info_table[me].disp_unit * target_disp);
+    rdma_xport_amo_t a;
+    rdma_rma_amo_t m;
+
+    *done = 0;
+    if (!r || !r->amo)
+        return MPI_SUCCESS;
+    if (!rdma_rma_amo_make(win, me, origin, compare, result, count, target_type, raddr, op, &m))
+        return rdma_rma_amo_derived(target_type) ?
+            rdma_rma_amo_refuse("an accumulate of a derived datatype of 8-byte integers") :
+            MPI_SUCCESS;
+    for (i = 0; i < m.n; i += RDMA_XP_AMO_MAX) {
+        rdma_rma_amo_chunk(&m, i, &a);
+        if (rdma_chan_atomic(&MPIDI_CH3I_chan, NULL, &a, raddr + 8 * (unsigned) i, &r->self,
+                             NULL) != RDMA_OK)
+            return rdma_rma_amo_refuse(MPIDI_CH3I_chan.msg);
+    }
+    r->atomics++;
+    *done = 1;
+    return MPI_SUCCESS;
 }
 
 /* owner.rma_done: the transport finished a direct operation, or the read

@@ -338,6 +338,7 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
     c->rma_puts = ch->rma_count[0];
     c->rma_gets = ch->rma_count[1];
     c->rma_messages = ch->rma_count[2];
+    c->rma_atomics = ch->amo_count;
     c->rndv_sends = ch->rndv_count[0];
     c->rndv_fallbacks = ch->rndv_count[1];
     for (k = 0; k < RDMA_XP_N; k++)
@@ -710,9 +711,11 @@ void rdma_chan_win_expose(rdma_chan_t * ch, void *addr, size_t len, rdma_chan_wk
         if (!x->xp || !x->ops->rma || !ch->owner.rma_done || len == 0
             || (len == RDMA_CHAN_WIN_ALL && !x->ops->rma->all_memory))
             continue;
-        if (x->ops->rma->expose(x->xp, addr, len, &w->key[k], &h->h[k]) == RDMA_OK)
+        if (x->ops->rma->expose(x->xp, addr, len, &w->key[k], &h->h[k]) == RDMA_OK) {
             w->ok |= 1u << k;
-        else
+            if (x->ops->rma->amo_ok && x->ops->rma->amo_ok(x->xp))
+                w->amo |= 1u << k;
+        } else
             rdma_say(ch->msg, sizeof(ch->msg), RDMA_ERR_NOMEM, "%s", x->ops->error(x->xp));
     }
 }
@@ -765,6 +768,35 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
     st = rdma_chan_xfer(l, get, local, len, raddr, peer->key[k], cookie, done);
     if (st == RDMA_OK)
         ch->rma_count[get ? 1 : 0]++;
+    return st;
+}
+
+int rdma_chan_amo_link(const rdma_chan_t * ch, const rdma_link_t * l)
+{
+    const rdma_chan_xport_t *x = &ch->xp[RDMA_XP_VERBS];
+
+    return x->xp && x->ops->rma && x->ops->rma->amo_ok && (!l || l->xc.ops == x->ops)
+        && x->ops->rma->amo_ok(x->xp);
+}
+
+rdma_status_t rdma_chan_atomic(rdma_chan_t * ch, rdma_link_t * l, const rdma_xport_amo_t * a,
+                               uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie)
+{
+    const rdma_chan_xport_t *x = &ch->xp[RDMA_XP_VERBS];
+    rdma_status_t st;
+
+    if (!rdma_chan_amo_link(ch, l) || !(peer->amo & 1u << RDMA_XP_VERBS))
+        return RDMA_ERR_REFUSED;
+    if (!l) {
+        st = x->ops->rma->self(x->xp, a, raddr, peer->key[RDMA_XP_VERBS]);
+        if (st != RDMA_OK)
+            rdma_say(ch->msg, sizeof(ch->msg), st, "%s", x->ops->error(x->xp));
+    } else if (l->xc.state != RDMA_CONN_READY)
+        return rdma_chan_connect(ch, l) == RDMA_OK ? RDMA_ERR_NOMEM : RDMA_ERR_PEER;
+    else
+        st = x->ops->rma->atomic(l->xc.priv, a, raddr, peer->key[RDMA_XP_VERBS], cookie);
+    if (st == RDMA_OK)
+        ch->amo_count++;
     return st;
 }
 

@@ -85,6 +85,7 @@ typedef struct rdma_chan_counters {
     uint64_t ring_bytes;        /* receive rings, and send stages that are not
                                  * the peer's ring (verbs), now */
     uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
+    uint64_t rma_atomics;       /* accumulates the NIC did (rdma_chan_atomic) */
     uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
     uint64_t rndv_sends;        /* large messages sent by the channel's rendezvous */
     uint64_t rndv_fallbacks;    /* ... received through CH3's rendezvous instead */
@@ -140,8 +141,9 @@ struct rdma_chan {
                                                  * off the poll's cache lines) */
     double ring_next;           /* when rdma_chan_idle_check looks next */
     /* one-sided operations (owner only): started by rdma_chan_rma (puts,
-     * gets), and those its owner sent as messages (rdma_chan_rma_message) */
-    uint64_t rma_count[3];
+     * gets), and those its owner sent as messages (rdma_chan_rma_message);
+     * accumulates' calls of rdma_chan_atomic */
+    uint64_t rma_count[3], amo_count;
     /* large messages (owner only): sent by the channel's rendezvous, and
      * of those received, taken through CH3's instead (rdma_rndv.c) */
     uint64_t rndv_count[2];
@@ -411,7 +413,7 @@ void rdma_chan_seg_free(rdma_chan_t * ch, rdma_seg_t * seg);
 typedef struct rdma_chan_wkey {
     uint64_t key[RDMA_XP_N];
     uint32_t ok;                /* bit k: exposed over transport k */
-    uint32_t pad;
+    uint32_t amo;               /* bit k: and its atomics work on it */
 } rdma_chan_wkey_t;
 #define RDMA_CHAN_WIN_ALL ((size_t) -1)
 typedef struct rdma_chan_wh {
@@ -424,6 +426,17 @@ void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_c
 rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
                             uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
                             int *done);
+
+/* Atomics (rdma_xport_amo_t) on window memory, where the transport's
+ * atomics work on it (peer->amo).  Over l, at raddr of what its peer
+ * exposed as *peer, reported by owner.rma_done(cookie); RDMA_ERR_NOMEM:
+ * not yet, l is not connected (it starts connecting).  l NULL: on our own
+ * memory (*peer ours), through the device, finished on return.
+ * RDMA_ERR_REFUSED: not so (no atomics there).  amo_link: l (NULL:
+ * ourselves) is served by a transport whose atomics work. */
+rdma_status_t rdma_chan_atomic(rdma_chan_t * ch, rdma_link_t * l, const rdma_xport_amo_t * a,
+                               uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie);
+int rdma_chan_amo_link(const rdma_chan_t * ch, const rdma_link_t * l);
 
 /* The rendezvous of large messages (src/ch3/rdma_rndv.c): the sender
  * exposes its buffer in the RTS, the receiver copies from it.

@@ -262,9 +262,30 @@ typedef struct rdma_xport_seg_ops {
  *             RDMA_ERR_NOMEM: not now (queues, registration limits: the
  *             owner sends the operation another way); RDMA_ERR_REFUSED:
  *             never on this connection; RDMA_ERR_PEER: the connection broke.
+ *   atomic    (NULL: none) start n (<= RDMA_XP_AMO_MAX) 8-byte atomics on
+ *             the peer's 8-aligned words raddr, raddr+8, ...: fetch-and-add
+ *             of a->add[i], or (a->cas, n 1) compare-and-swap of a->cmp for
+ *             a->add[0]; the words found land in a->result[0..n) (NULL:
+ *             dropped) before rma_done(cookie) reports it.  Waits for room
+ *             in the queues (bounded by the peer's timeout), so only
+ *             RDMA_ERR_REFUSED (not on this connection) or RDMA_ERR_PEER.
+ *             They are atomic with each other, not with the CPU's accesses
+ *             (IBV_ATOMIC_HCA): the owner uses them only on memory every
+ *             accumulate reaches this way.
+ *   self      (NULL: none) the same on this process's memory (the key expose
+ *             gave), through the device: finished on return, RDMA_OK or
+ *             RDMA_ERR_REFUSED (no atomics here) or RDMA_ERR_XPORT.
+ *   amo_ok    1 if atomic and self can work on this transport (the device
+ *             has atomics), so memory exposed now allows them.
  * Nothing written this way orders anything else: a frame written after a
  * put may land before it.  The owner waits for rma_done where it needs
  * the bytes in place. */
+enum { RDMA_XP_AMO_MAX = 16 };
+typedef struct rdma_xport_amo {
+    int cas, n;
+    uint64_t add[RDMA_XP_AMO_MAX], cmp;
+    void *result;               /* n words, any alignment; NULL: dropped */
+} rdma_xport_amo_t;
 typedef struct rdma_xport_rma_ops {
     rdma_status_t (*expose) (rdma_xport_t * xp, void *addr, size_t len, uint64_t * key,
                              void **handle);
@@ -274,6 +295,11 @@ typedef struct rdma_xport_rma_ops {
     rdma_status_t (*get) (void *ctx, void *dst, size_t len, uint64_t raddr, uint64_t key,
                           void *cookie, int *done);
     int all_memory;
+    rdma_status_t (*atomic) (void *ctx, const rdma_xport_amo_t * a, uint64_t raddr,
+                             uint64_t key, void *cookie);
+    rdma_status_t (*self) (rdma_xport_t * xp, const rdma_xport_amo_t * a, uint64_t addr,
+                           uint64_t key);
+    int (*amo_ok) (rdma_xport_t * xp);  /* atomic and self can work here */
 } rdma_xport_rma_ops_t;
 
 struct rdma_xport_ops {

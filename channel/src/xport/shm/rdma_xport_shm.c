@@ -264,7 +264,8 @@ static rdma_status_t rdma_shm_rma_get(void *ctx, void *dst, size_t len, uint64_t
 }
 
 static const rdma_xport_rma_ops_t rdma_shm_rma_ops = {
-    rdma_shm_win_expose, rdma_shm_win_unexpose, rdma_shm_rma_put, rdma_shm_rma_get, 1
+    .expose = rdma_shm_win_expose, .unexpose = rdma_shm_win_unexpose, .put = rdma_shm_rma_put,
+    .get = rdma_shm_rma_get, .all_memory = 1   /* no atomics: the CPU's are the owner's */
 };
 
 /* kernel.yama.ptrace_scope, -1 without Yama.  Scope 1 (only ancestors

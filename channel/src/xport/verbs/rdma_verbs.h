@@ -302,7 +302,8 @@ typedef struct rdma_verbs_conn {
                                  * inline or bounced */
         int read;               /* a get: reg is of the receive cache */
         int slot;               /* bounce slot (xp->bounce), -1: none */
-        void *dst;              /* a bounced get: copied here at completion */
+        void *dst;              /* a bounced get's bytes or an atomic's words
+                                 * are copied here at completion (NULL: not) */
         uint32_t len;
     } rma[RDMA_VERBS_RMA_OPS];  /* [main] one-sided operations in flight, FIFO */
     uint32_t rma_head, rma_tail;        /* [main] */
@@ -401,6 +402,12 @@ struct rdma_xport {
     int bounce_state;           /* [main] 0 not made yet, 1 made, -1 refused */
     int bounce_nfree;           /* [main] */
     uint8_t bounce_free[RDMA_VERBS_RMA_BOUNCE]; /* [main] free slots, a stack */
+    int amo;                    /* [fixed] the device has atomics: windows and
+                                 * QPs allow REMOTE_ATOMIC (rdma_verbs_rma.c) */
+    int amo_state;              /* [main] loopback QP: 0 not made, 1 made, -1 refused */
+    struct ibv_qp *amo_qp;      /* [main] connected to itself: atomics on our memory */
+    struct ibv_cq *amo_cq;      /* [main] its own, polled by the caller */
+    rdma_verbs_mem_t amo_mem;   /* [main] the words it finds */
     int eager_uses;             /* [fixed] register eager buffers after this
                                  * many uses; -1: eager_cost decides; 0: never */
     freq_cost_t eager_cost;     /* [fixed] measured at open (eager_uses -1) */
@@ -504,6 +511,7 @@ static inline uint64_t rdma_verbs_wr_posted(const rdma_verbs_conn_t * vc)
 void rdma_verbs_adopt(rdma_xport_t * xp);       /* locks */
 void __attribute__((format(printf, 2, 3)))
 rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* locks */
+rdma_status_t rdma_verbs_post_wr(rdma_verbs_conn_t * vc, struct ibv_send_wr *wr, int flags);
 rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
                                  uint64_t raddr, uint32_t rkey, int imm, int flags);
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,

@@ -122,7 +122,7 @@ static int rdma_verbs_qp_init(rdma_verbs_conn_t * vc)
     struct ibv_qp_attr a = {
         .qp_state = IBV_QPS_INIT, .port_num = vc->xp->port,
         .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-            IBV_ACCESS_REMOTE_READ
+            IBV_ACCESS_REMOTE_READ | (vc->xp->amo ? IBV_ACCESS_REMOTE_ATOMIC : 0)
     };
     return ibv_modify_qp(vc->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                          IBV_QP_ACCESS_FLAGS);

@@ -123,15 +123,43 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
     return RDMA_OK;
 }
 
+/* Post wr (len bytes) on vc's send queue: data WRs leave the reserve free
+ * for credit/head/keepalive words (POST_LEAVE_RESERVE); POST_SENT:
+ * signalled, and its completion reports ev.sent (sig_fifo marks it), as
+ * POST_RMA's reports rdma_verbs_rma_done. */
+static inline rdma_status_t rdma_verbs_post_wr_in(rdma_verbs_conn_t * vc,
+                                                  struct ibv_send_wr *wr, int flags)
+{
+    uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
+    struct ibv_send_wr *bad;
+    int rc;
+
+    if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
+        return RDMA_ERR_PEER;
+    vc->sq_free--;
+    if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
+        || (flags & (RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_SENT | RDMA_VERBS_POST_RMA))) {
+        wr->send_flags |= IBV_SEND_SIGNALED;
+        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig
+            | (flags & RDMA_VERBS_POST_SENT ? RDMA_VERBS_SIG_SENT : 0)
+            | (flags & RDMA_VERBS_POST_RMA ? RDMA_VERBS_SIG_RMA : 0);
+        vc->unsig = 0;
+    }
+    rc = ibv_post_send(vc->qp, wr, &bad);
+    if (flags & RDMA_VERBS_POST_LAST)
+        vc->frame_at = rdma_verbs_wr_posted(vc);
+    if (rc)
+        rdma_verbs_conn_fail(vc, "connection to %s failed: ibv_post_send: %s", vc->who,
+                             strerror(rc));
+    return rc ? -1 : 0;
+}
+
 /* One RDMA write (with immediate imm if imm != 0) of a frame or a word
  * gathered from sg[0..n) (no entry empty: some providers read 0 as 2 GiB),
- * or (imm < 0) one RDMA read.  Data writes and reads leave the reserve free
- * for credit/head/keepalive words.  POST_SENT: signalled, and its
- * completion reports ev.sent (sig_fifo marks it). */
+ * or (imm < 0) one RDMA read; flags as rdma_verbs_post_wr's. */
 RDMA_HOT rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
                                  uint64_t raddr, uint32_t rkey, int imm, int flags)
 {
-    uint32_t keep = flags & RDMA_VERBS_POST_LEAVE_RESERVE ? RDMA_VERBS_SQ_RESERVE : 0;
     uint32_t len = 0;
     struct ibv_send_wr wr = {
         .wr_id = vc->token, .sg_list = sg, .num_sge = n,
@@ -139,30 +167,18 @@ RDMA_HOT rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge
             IBV_WR_RDMA_WRITE,
         .imm_data = htonl((uint32_t) (imm > 0 ? imm : 0)),
         .wr.rdma = {.remote_addr = raddr, .rkey = rkey}
-    }, *bad;
-    int rc, i;
+    };
+    int i;
 
     for (i = 0; i < n; i++)
         len += sg[i].length;
     wr.send_flags = imm >= 0 && len <= vc->max_inline ? IBV_SEND_INLINE : 0;
-    if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
-        return RDMA_ERR_PEER;
-    vc->sq_free--;
-    if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE
-        || (flags & (RDMA_VERBS_POST_SIGNAL | RDMA_VERBS_POST_SENT | RDMA_VERBS_POST_RMA))) {
-        wr.send_flags |= IBV_SEND_SIGNALED;
-        vc->sig_fifo[vc->sig_head++ % vc->sq_depth] = vc->unsig
-            | (flags & RDMA_VERBS_POST_SENT ? RDMA_VERBS_SIG_SENT : 0)
-            | (flags & RDMA_VERBS_POST_RMA ? RDMA_VERBS_SIG_RMA : 0);
-        vc->unsig = 0;
-    }
-    rc = ibv_post_send(vc->qp, &wr, &bad);
-    if (flags & RDMA_VERBS_POST_LAST)
-        vc->frame_at = rdma_verbs_wr_posted(vc);
-    if (rc)
-        rdma_verbs_conn_fail(vc, "connection to %s failed: ibv_post_send: %s", vc->who,
-                             strerror(rc));
-    return rc ? -1 : 0;
+    return rdma_verbs_post_wr_in(vc, &wr, flags);
+}
+
+rdma_status_t rdma_verbs_post_wr(rdma_verbs_conn_t * vc, struct ibv_send_wr *wr, int flags)
+{
+    return rdma_verbs_post_wr_in(vc, wr, flags);
 }
 
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey,

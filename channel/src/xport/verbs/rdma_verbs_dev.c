@@ -310,6 +310,7 @@ int rdma_verbs_dev_setup(rdma_xport_t * xp, char *err, size_t errlen)
                  ibv_get_device_name(xp->ctx->device), xp->port, strerror(errno));
         return RDMA_ERR_XPORT;
     }
+    xp->amo = xp->dev.atomic_cap != IBV_ATOMIC_NONE;
     rdma_verbs_depths(xp, &sq, &rq);
     if ((int) (sq > rq ? sq : rq) > xp->dev.max_qp_wr)
         return rdma_say(err, errlen, RDMA_ERR_XPORT, "%s allows %d work requests per queue, "

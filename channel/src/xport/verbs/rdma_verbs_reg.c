@@ -146,7 +146,8 @@ rdma_status_t rdma_verbs_rc_open(rdma_xport_t * xp)
     xp->rc_dst = (rdma_verbs_rc_t) { .xp = xp, .access = IBV_ACCESS_LOCAL_WRITE,
         .fallback = "using the copy path" };
     xp->rc_win = (rdma_verbs_rc_t) { .xp = xp, .access = IBV_ACCESS_LOCAL_WRITE
-        | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+        | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ
+        | (xp->amo ? IBV_ACCESS_REMOTE_ATOMIC : 0),
         .fallback = "one-sided operations on this window go as messages" };
     if (rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_src, &xp->rc_src.rc)
         || rcache_create(&cfg, &rdma_verbs_rc_ops, &xp->rc_dst, &xp->rc_dst.rc)

@@ -37,6 +37,15 @@
  * operations in flight from progress() (rdma_verbs_rma_fail), never from
  * inside put/get, so that the owner hears of each exactly once.
  *
+ * Atomics (rdma_xport_amo_t) are one 8-byte FETCH_AND_ADD or CMP_AND_SWP
+ * WR per word, where the device has them (xp->amo: then windows and QPs
+ * allow REMOTE_ATOMIC); the words found land in a bounce slot, copied out
+ * at completion as a bounced get's.  The device's atomics are atomic with
+ * each other only (IBV_ATOMIC_HCA), not with the CPU's accesses, so the
+ * owner's accumulates to its own memory take the device too, through a QP
+ * connected to itself (amo_qp, its own CQ polled by the caller: the call
+ * returns when they are done).
+ *
  * Threading: main only ([main] fields of rdma_verbs_conn_t); the caches
  * under rc_lock as everywhere.
  */
@@ -118,6 +127,14 @@ void rdma_verbs_rma_close(rdma_xport_t * xp)
     if (xp->bounce_state > 0)
         rdma_verbs_grow_free(xp, &xp->bounce);
     xp->bounce_state = 0;
+    if (xp->amo_qp)
+        ibv_destroy_qp(xp->amo_qp);
+    if (xp->amo_cq)
+        ibv_destroy_cq(xp->amo_cq);
+    rdma_verbs_mem_free(&xp->amo_mem);
+    xp->amo_qp = NULL;
+    xp->amo_cq = NULL;
+    xp->amo_state = 0;
 }
 
 static char *rdma_verbs_bounce_buf(rdma_xport_t * xp, int slot)
@@ -217,7 +234,7 @@ static void rdma_verbs_rma_pop(rdma_verbs_conn_t * vc, rdma_status_t st)
     uint32_t t = vc->rma_tail++ % RDMA_VERBS_RMA_OPS;
     rdma_xport_t *xp = vc->xp;
 
-    if (st == RDMA_OK && vc->rma[t].read && vc->rma[t].slot >= 0)
+    if (st == RDMA_OK && vc->rma[t].read && vc->rma[t].slot >= 0 && vc->rma[t].dst)
         memcpy(vc->rma[t].dst, rdma_verbs_bounce_buf(xp, vc->rma[t].slot), vc->rma[t].len);
     rdma_verbs_rma_release(xp, vc->rma[t].read, vc->rma[t].slot, vc->rma[t].reg);
     xp->prm.ev.rma_done(xp->prm.ev.arg, vc->c, vc->rma[t].cookie, st);
@@ -236,6 +253,193 @@ void rdma_verbs_rma_fail(rdma_verbs_conn_t * vc)
         rdma_verbs_rma_pop(vc, RDMA_ERR_PEER);
 }
 
+/* ---- atomics ---- */
+
+/* Atomics of up to RDMA_XP_AMO_MAX words possible: the device has them and
+ * a bounce slot holds their words (ops.amo_ok). */
+static int rdma_verbs_amo_ok(rdma_xport_t * xp)
+{
+    return xp->amo && xp->vp.rma_bcopy_max >= 8 * RDMA_XP_AMO_MAX && rdma_verbs_bounce_open(xp);
+}
+
+/* Word i of a as a WR on local (lkey) and raddr. */
+static void rdma_verbs_amo_wr(const rdma_xport_amo_t * a, int i, struct ibv_sge *sg,
+                              uintptr_t local, uint32_t lkey, uint64_t raddr, uint64_t key,
+                              struct ibv_send_wr *wr)
+{
+    *sg = (struct ibv_sge) {.addr = local + 8 * (unsigned) i, .length = 8, .lkey = lkey };
+    *wr = (struct ibv_send_wr) {
+        .sg_list = sg, .num_sge = 1,
+        .opcode = a->cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD,
+        .wr.atomic = {.remote_addr = raddr + 8 * (unsigned) i, .rkey = (uint32_t) key,
+                      .compare_add = a->cas ? a->cmp : a->add[i], .swap = a->add[0]}
+    };
+}
+
+/* Wait (polling the CQ, bounded by the timeout) until vc has room for an
+ * operation of nwr WRs and a bounce slot is free. */
+static rdma_status_t rdma_verbs_amo_wait(rdma_verbs_conn_t * vc, uint32_t nwr)
+{
+    rdma_xport_t *xp = vc->xp;
+    double limit = 0;
+
+    while (!rdma_verbs_rma_room(vc, nwr) || !xp->bounce_nfree) {
+        if (vc->cm == RDMA_VERBS_CM_DEAD)
+            return RDMA_ERR_PEER;
+        if (rdma_verbs_cq_poll(xp) == 0) {
+            double now = rdma_verbs_now();
+
+            if (limit == 0)
+                limit = now + xp->vp.timeout;
+            else if (now > limit) {
+                rdma_verbs_conn_fail(vc, "one-sided operations to %s made no progress for "
+                                     "%g s", vc->who, xp->vp.timeout);
+                return RDMA_ERR_PEER;
+            }
+        }
+    }
+    return RDMA_OK;
+}
+
+static rdma_status_t rdma_verbs_rma_atomic(void *ctx, const rdma_xport_amo_t * a,
+                                           uint64_t raddr, uint64_t key, void *cookie)
+{
+    rdma_verbs_conn_t *vc = ctx;
+    rdma_xport_t *xp = vc->xp;
+    struct ibv_send_wr wr;
+    struct ibv_sge sg;
+    rdma_status_t st;
+    uint32_t t;
+    int i, slot;
+
+    if (!rdma_verbs_amo_ok(xp) || a->n < 1 || a->n > RDMA_XP_AMO_MAX || (a->cas && a->n != 1))
+        return RDMA_ERR_REFUSED;
+    if ((st = rdma_verbs_amo_wait(vc, (uint32_t) a->n)))
+        return st;
+    slot = xp->bounce_free[--xp->bounce_nfree];
+    for (i = 0; i < a->n; i++) {
+        rdma_verbs_amo_wr(a, i, &sg, (uintptr_t) rdma_verbs_bounce_buf(xp, slot),
+                          xp->bounce.mr->lkey, raddr, key, &wr);
+        wr.wr_id = vc->token;   /* its completion finds vc by it */
+        if (rdma_verbs_post_wr(vc, &wr, RDMA_VERBS_POST_LEAVE_RESERVE
+                               | (i == a->n - 1 ? RDMA_VERBS_POST_RMA : 0))) {
+            rdma_verbs_rma_release(xp, 1, slot, NULL);
+            return RDMA_ERR_PEER;
+        }
+    }
+    t = vc->rma_head++ % RDMA_VERBS_RMA_OPS;
+    vc->rma[t] = (__typeof__(vc->rma[t])) {.cookie = cookie, .read = 1, .slot = slot,
+        .dst = a->result, .len = (uint32_t) (8 * a->n)};
+    return RDMA_OK;
+}
+
+/* The loopback QP connected to itself; 0 or errno. */
+static int rdma_verbs_amo_loop_connect(rdma_xport_t * xp)
+{
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = xp->port,
+        .qp_access_flags = IBV_ACCESS_REMOTE_ATOMIC
+    };
+    rdma_verbs_peer_t me = {.lid = xp->pattr.lid };
+
+    memcpy(me.gid, xp->gid.raw, sizeof(me.gid));
+    if (ibv_modify_qp(xp->amo_qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT
+                      | IBV_QP_ACCESS_FLAGS))
+        return errno;
+    a = (struct ibv_qp_attr) {.qp_state = IBV_QPS_RTR, .path_mtu = xp->pattr.active_mtu,
+        .dest_qp_num = xp->amo_qp->qp_num, .max_dest_rd_atomic = 1, .min_rnr_timer = 12};
+    rdma_verbs_path_of(xp, &me, &a.ah_attr);
+    if (ibv_modify_qp(xp->amo_qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU
+                      | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC
+                      | IBV_QP_MIN_RNR_TIMER))
+        return errno;
+    a = (struct ibv_qp_attr) {.qp_state = IBV_QPS_RTS, .timeout = (uint8_t) xp->qp_timeout,
+        .retry_cnt = RDMA_VERBS_RETRY_CNT, .rnr_retry = 7, .max_rd_atomic = 1};
+    return ibv_modify_qp(xp->amo_qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT
+                         | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) ? errno : 0;
+}
+
+/* The loopback QP made (once; a refusal stands, said in err); 1 if there
+ * is one. */
+static int rdma_verbs_amo_loop(rdma_xport_t * xp)
+{
+    struct ibv_qp_init_attr ia = {.qp_type = IBV_QPT_RC,
+        .cap = {.max_send_wr = RDMA_XP_AMO_MAX, .max_recv_wr = 1, .max_send_sge = 1,
+                .max_recv_sge = 1}
+    };
+    int e = 0;
+
+    if (xp->amo_state)
+        return xp->amo_state > 0;
+    xp->amo_state = -1;
+    if (!xp->amo)
+        e = ENOTSUP;
+    else if (rdma_verbs_mem_alloc(xp, &xp->amo_mem, 8 * RDMA_XP_AMO_MAX, IBV_ACCESS_LOCAL_WRITE)
+             || !(xp->amo_cq = ibv_create_cq(xp->ctx, RDMA_XP_AMO_MAX, NULL, NULL, 0)))
+        e = errno ? errno : ENOMEM;
+    else {
+        ia.send_cq = ia.recv_cq = xp->amo_cq;
+        e = !(xp->amo_qp = ibv_create_qp(xp->pd, &ia)) ? errno : rdma_verbs_amo_loop_connect(xp);
+    }
+    if (e) {
+        rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_XPORT, "no QP of %s to itself for atomics "
+                 "on this process's memory: %s", ibv_get_device_name(xp->ctx->device),
+                 strerror(e));
+        return 0;
+    }
+    xp->amo_state = 1;
+    return 1;
+}
+
+/* The loopback's one signalled completion (its last WR), bounded by the
+ * timeout; a failure leaves the QP in error, so atomics on our own memory
+ * are refused from then on. */
+static rdma_status_t rdma_verbs_amo_loop_wait(rdma_xport_t * xp)
+{
+    struct ibv_wc wc;
+    double limit = rdma_verbs_now() + xp->vp.timeout;
+    unsigned spins = 0;
+    int got;
+
+    while (!(got = ibv_poll_cq(xp->amo_cq, 1, &wc)))
+        if ((++spins & 1023) == 0 && rdma_verbs_now() > limit)
+            break;
+    if (got == 1 && wc.status == IBV_WC_SUCCESS)
+        return RDMA_OK;
+    xp->amo_state = -1;
+    rdma_say(xp->err, sizeof(xp->err), RDMA_ERR_XPORT, "an atomic on this process's own memory "
+             "through %s failed: %s", ibv_get_device_name(xp->ctx->device),
+             got == 1 ? ibv_wc_status_str(wc.status) : "no completion");
+    return RDMA_ERR_XPORT;
+}
+
+static rdma_status_t rdma_verbs_rma_self(rdma_xport_t * xp, const rdma_xport_amo_t * a,
+                                         uint64_t addr, uint64_t key)
+{
+    struct ibv_send_wr wr[RDMA_XP_AMO_MAX], *bad;
+    struct ibv_sge sg[RDMA_XP_AMO_MAX];
+    rdma_status_t st;
+    int i;
+
+    if (xp->amo_state < 0 || a->n < 1 || a->n > RDMA_XP_AMO_MAX || (a->cas && a->n != 1)
+        || !rdma_verbs_amo_loop(xp))
+        return RDMA_ERR_REFUSED;
+    for (i = 0; i < a->n; i++) {
+        rdma_verbs_amo_wr(a, i, &sg[i], (uintptr_t) xp->amo_mem.buf, xp->amo_mem.mr->lkey,
+                          addr, key, &wr[i]);
+        wr[i].next = i + 1 < a->n ? &wr[i + 1] : NULL;
+    }
+    wr[a->n - 1].send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(xp->amo_qp, wr, &bad))
+        return RDMA_ERR_XPORT;
+    if ((st = rdma_verbs_amo_loop_wait(xp)))
+        return st;
+    if (a->result)
+        memcpy(a->result, xp->amo_mem.buf, 8 * (size_t) a->n);
+    return RDMA_OK;
+}
+
 const rdma_xport_rma_ops_t rdma_verbs_rma_ops = {
-    rdma_verbs_win_expose, rdma_verbs_win_unexpose, rdma_verbs_rma_put, rdma_verbs_rma_get, 0
+    .expose = rdma_verbs_win_expose, .unexpose = rdma_verbs_win_unexpose,
+    .put = rdma_verbs_rma_put, .get = rdma_verbs_rma_get,
+    .atomic = rdma_verbs_rma_atomic, .self = rdma_verbs_rma_self, .amo_ok = rdma_verbs_amo_ok
 };
