@@ -52,7 +52,8 @@ static const rdma_pvar_t rdma_pvars[] = {
               "MPI_Get operations the NIC (RDMA read) or CMA did without the target's CPU"),
     RDMA_PVAR("rdma_rma_direct_atomics", rma_atomics, COUNTER,
               "Accumulates, fetch-and-ops and compare-and-swaps the NIC did (windows with "
-              "the info keys which_accumulate_ops and disable_shm_accumulate, one rank per node)"),
+              "the info keys which_accumulate_ops and disable_shm_accumulate whose ranks all reach "
+              "each other over verbs)"),
     RDMA_PVAR("rdma_rma_messages", rma_messages, COUNTER,
               "One-sided operations to other nodes or to user-memory windows sent as CH3 "
               "messages (accumulates, derived datatypes, lock requests, no direct path)"),
