@@ -19,6 +19,8 @@
  * 4. MPI_Accumulate (sum) of 3 and of 40 int64 (more than one transport
  *    atomic) into the next rank's window, and MPI_Get_accumulate (no_op)
  *    reading them back under fence: every element is the sum.
+ * 4b. PSCW: fetch-and-adds to the next rank, the last one ending the
+ *    access epoch (its end sent after it): the counter ends right.
  * 5. The pvar: each rank's atomics counted (NIC 1), or none (NIC 0).
  * 6. An accumulate of a derived datatype of int64 to ourselves (which the
  *    CPU would do, not atomic with the NIC's): refused with an error
@@ -188,6 +190,38 @@ static long sums(void)
     return errs;
 }
 
+/* Check 4b: K/10 fetch-and-adds to the next rank in one PSCW epoch. */
+static long pscw(void)
+{
+    int64_t *base, one = 1, got[K / 10];
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    MPI_Group world, to, from;
+    MPI_Win win = amo_win(1, 0, &base);
+    long errs = 0;
+
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 1, &next, &to);
+    MPI_Group_incl(world, 1, &prev, &from);
+    MPI_Win_post(from, 0, win);
+    MPI_Win_start(to, 0, win);
+    for (int i = 0; i < K / 10; i++)
+        MPI_Fetch_and_op(&one, &got[i], MPI_INT64_T, next, 0, MPI_SUM, win);
+    MPI_Win_complete(win);
+    MPI_Win_wait(win);
+    for (int i = 0; i < K / 10; i++)
+        errs += got[i] != i;
+    if (base[0] != K / 10 || errs)
+        fprintf(stderr, "rank %d: PSCW counter %lld (expected %d), %ld values fetched wrong\n",
+                rank, (long long) base[0], K / 10, errs);
+    errs += base[0] != K / 10;
+    MPI_Group_free(&to);
+    MPI_Group_free(&from);
+    MPI_Group_free(&world);
+    MPI_Barrier(MPI_COMM_WORLD);
+    amo_free(&win, 0, base);
+    return errs;
+}
+
 /* Check 6. */
 static long derived(void)
 {
@@ -238,6 +272,8 @@ int main(int argc, char **argv)
     report(spin_lock(), "compare-and-swap spin lock guarding a get/put counter: exclusive");
     report(sums(), "accumulate of 3 and 40 int64 under fence, read back with get_accumulate "
            "(no_op): every element summed");
+    report(pscw(), "PSCW: fetch-and-adds to the next rank, the last ending the epoch: counter "
+           "and values fetched right");
     {
         unsigned long long d = tap_pvar(0) - before;
         /* this rank's at least: 2K fetch-and-adds + 2 reads, the spin lock's

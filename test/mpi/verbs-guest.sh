@@ -185,11 +185,11 @@ expect_output 0 '^1\.\.9$' "verbs forced, 2 ranks: the same over RDMA on one nod
 expect_output 0 '^1\.\.9$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only, with coll_attach across too" -- \
     env MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024 "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 # Accumulates the NIC does (rdma_rma.c, "Atomics"): windows with the hints
-expect_output 0 '^1\.\.6$' "2 nodes: fetch-and-add, compare-and-swap, accumulate and get_accumulate through the NIC (the owner's own through its loopback QP), every result right" -- \
+expect_output 0 '^1\.\.7$' "2 nodes: fetch-and-add, compare-and-swap, accumulate and get_accumulate through the NIC (the owner's own through its loopback QP), every result right" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_amo" 1
-expect_output 0 '^1\.\.6$' "verbs forced, 3 ranks: the same, node peers through the NIC too" -- \
+expect_output 0 '^1\.\.7$' "verbs forced, 3 ranks: the same, node peers through the NIC too" -- \
     env $V "$P/bin/mpiexec" -n 3 "$W/mpi_rma_amo" 1
-expect_output 0 '^1\.\.6$' "2 nodes x 2 ranks: node peers over shared memory, so CH3's messages do them, none through the NIC" -- \
+expect_output 0 '^1\.\.7$' "2 nodes x 2 ranks: node peers over shared memory, so CH3's messages do them, none through the NIC" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_amo" 0
 # The channel's rendezvous (rdma_rndv.c): RDMA read into the receive buffer
 expect_output 0 '^ok 7 ' "verbs forced, rendezvous: 7 cases (1 MiB; 24 of 256 KiB in flight) read with RDMA, each on the path it should take" -- \
