@@ -123,10 +123,10 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
     return RDMA_OK;
 }
 
-/* Post wr (len bytes) on vc's send queue: data WRs leave the reserve free
- * for credit/head/keepalive words (POST_LEAVE_RESERVE); POST_SENT:
- * signalled, and its completion reports ev.sent (sig_fifo marks it), as
- * POST_RMA's reports rdma_verbs_rma_done. */
+/* Post wr on vc's send queue (wr->wr_id vc->token: completions find vc by
+ * it): data WRs leave the reserve free for credit/head/keepalive words
+ * (POST_LEAVE_RESERVE); POST_SENT: signalled, and its completion reports
+ * ev.sent (sig_fifo marks it), as POST_RMA's reports rdma_verbs_rma_done. */
 static inline rdma_status_t rdma_verbs_post_wr_in(rdma_verbs_conn_t * vc,
                                                   struct ibv_send_wr *wr, int flags)
 {
