@@ -19,10 +19,10 @@
  * 4. MPI_Accumulate (sum) of 3 and of 40 int64 (more than one transport
  *    atomic) into the next rank's window, and MPI_Get_accumulate (no_op)
  *    reading them back under fence: every element is the sum.
- * 4b. PSCW: fetch-and-adds to the next rank, the last one ending the
- *    access epoch (its end sent after it): the counter ends right.
- * 5. The pvar: each rank's atomics counted (NIC 1), or none (NIC 0).
- * 6. An accumulate of a derived datatype of int64 to ourselves (which the
+ * 5. PSCW: fetch-and-adds to the next rank in one access epoch: the
+ *    values fetched and the counter right.
+ * 6. The pvar: each rank's atomics counted (NIC 1), or none (NIC 0).
+ * 7. An accumulate of a derived datatype of int64 to ourselves (which the
  *    CPU would do, not atomic with the NIC's): refused with an error
  *    (MPI_ERRORS_RETURN) where the NIC does the window's accumulates, and
  *    the window unchanged; done where it does not.
@@ -190,7 +190,7 @@ static long sums(void)
     return errs;
 }
 
-/* Check 4b: K/10 fetch-and-adds to the next rank in one PSCW epoch. */
+/* Check 5: K/10 fetch-and-adds to the next rank in one PSCW epoch. */
 static long pscw(void)
 {
     int64_t *base, one = 1, got[K / 10];
@@ -222,7 +222,7 @@ static long pscw(void)
     return errs;
 }
 
-/* Check 6. */
+/* Check 7. */
 static long derived(void)
 {
     int64_t *base, add[2] = { 5, 6 };
