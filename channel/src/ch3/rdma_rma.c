@@ -725,14 +725,15 @@ int MPIDI_CH3_RMA_Self_atomic(MPIR_Win * win, const void *origin, const void *co
 {
     struct MPIDI_CH3I_win_rma *r = win->rma;
     int i, me = win->comm_ptr->rank;
-    uintptr_t raddr = (uintptr_t) win->basic_info_table[me].base_addr
-        + (uintptr_t) (win->basic_info_table[me].disp_unit * target_disp);
+    uintptr_t raddr;
     rdma_xport_amo_t a;
     rdma_rma_amo_t m;
 
     *done = 0;
     if (!r || !r->amo)
         return MPI_SUCCESS;
+    raddr = (uintptr_t) win->basic_info_table[me].base_addr
+        + (uintptr_t) (win->basic_info_table[me].disp_unit * target_disp);
     if (!rdma_rma_amo_make(win, me, origin, compare, result, count, target_type, raddr, op, &m))
         return rdma_rma_amo_derived(target_type) ?
             rdma_rma_amo_refuse("an accumulate of a derived datatype of 8-byte integers") :

@@ -512,6 +512,9 @@ void rdma_verbs_adopt(rdma_xport_t * xp);       /* locks */
 void __attribute__((format(printf, 2, 3)))
 rdma_verbs_conn_fail(rdma_verbs_conn_t * vc, const char *fmt, ...);     /* locks */
 rdma_status_t rdma_verbs_post_wr(rdma_verbs_conn_t * vc, struct ibv_send_wr *wr, int flags);
+rdma_status_t rdma_verbs_wait_room(rdma_verbs_conn_t * vc,
+                                   int (*ready) (const rdma_verbs_conn_t *, uint32_t), uint32_t n,
+                                   const char *what);
 rdma_status_t rdma_verbs_post_sg(rdma_verbs_conn_t * vc, struct ibv_sge *sg, int n,
                                  uint64_t raddr, uint32_t rkey, int imm, int flags);
 rdma_status_t rdma_verbs_post(rdma_verbs_conn_t * vc, uint64_t laddr, uint32_t lkey, uint32_t len,

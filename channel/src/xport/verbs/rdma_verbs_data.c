@@ -98,14 +98,16 @@
 
 /* ------------------------------------------------------ posting writes */
 
-/* Wait (polling the CQ, bounded by vp.timeout) until more than keep
- * send-queue slots are free. */
-static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
+/* Wait (polling the CQ, bounded by vp.timeout) until ready(vc, n): the
+ * queue named `what` in the diagnosis has room. */
+rdma_status_t rdma_verbs_wait_room(rdma_verbs_conn_t * vc,
+                                   int (*ready) (const rdma_verbs_conn_t *, uint32_t), uint32_t n,
+                                   const char *what)
 {
     double limit = 0;
     unsigned spins = 0;
 
-    while (vc->sq_free <= keep) {
+    while (!ready(vc, n)) {
         if (vc->cm == RDMA_VERBS_CM_DEAD)
             return RDMA_ERR_PEER;
         rdma_verbs_cq_poll(vc->xp);
@@ -114,13 +116,19 @@ static rdma_status_t rdma_verbs_sq_wait(rdma_verbs_conn_t * vc, uint32_t keep)
             if (limit == 0)
                 limit = now + vc->xp->vp.timeout;
             else if (now > limit) {
-                rdma_verbs_conn_fail(vc, "send queue to %s made no progress for %g s",
-                                     vc->who, vc->xp->vp.timeout);
+                rdma_verbs_conn_fail(vc, "%s to %s made no progress for %g s", what, vc->who,
+                                     vc->xp->vp.timeout);
                 return RDMA_ERR_PEER;
             }
         }
     }
     return RDMA_OK;
+}
+
+/* More than keep send-queue slots are free. */
+static int rdma_verbs_sq_above(const rdma_verbs_conn_t * vc, uint32_t keep)
+{
+    return vc->sq_free > keep;
 }
 
 /* Post wr on vc's send queue (wr->wr_id vc->token: completions find vc by
@@ -134,7 +142,7 @@ static inline rdma_status_t rdma_verbs_post_wr_in(rdma_verbs_conn_t * vc,
     struct ibv_send_wr *bad;
     int rc;
 
-    if (vc->sq_free <= keep && rdma_verbs_sq_wait(vc, keep))
+    if (vc->sq_free <= keep && rdma_verbs_wait_room(vc, rdma_verbs_sq_above, keep, "send queue"))
         return RDMA_ERR_PEER;
     vc->sq_free--;
     if (++vc->unsig >= RDMA_VERBS_SIG_EVERY || vc->sq_free <= RDMA_VERBS_SQ_RESERVE

@@ -276,29 +276,10 @@ static void rdma_verbs_amo_wr(const rdma_xport_amo_t * a, int i, struct ibv_sge 
     };
 }
 
-/* Wait (polling the CQ, bounded by the timeout) until vc has room for an
- * operation of nwr WRs and a bounce slot is free. */
-static rdma_status_t rdma_verbs_amo_wait(rdma_verbs_conn_t * vc, uint32_t nwr)
+/* vc has room for an atomic of nwr WRs, and a bounce slot is free. */
+static int rdma_verbs_amo_room(const rdma_verbs_conn_t * vc, uint32_t nwr)
 {
-    rdma_xport_t *xp = vc->xp;
-    double limit = 0;
-
-    while (!rdma_verbs_rma_room(vc, nwr) || !xp->bounce_nfree) {
-        if (vc->cm == RDMA_VERBS_CM_DEAD)
-            return RDMA_ERR_PEER;
-        if (rdma_verbs_cq_poll(xp) == 0) {
-            double now = rdma_verbs_now();
-
-            if (limit == 0)
-                limit = now + xp->vp.timeout;
-            else if (now > limit) {
-                rdma_verbs_conn_fail(vc, "one-sided operations to %s made no progress for "
-                                     "%g s", vc->who, xp->vp.timeout);
-                return RDMA_ERR_PEER;
-            }
-        }
-    }
-    return RDMA_OK;
+    return rdma_verbs_rma_room(vc, nwr) && vc->xp->bounce_nfree;
 }
 
 static rdma_status_t rdma_verbs_rma_atomic(void *ctx, const rdma_xport_amo_t * a,
@@ -314,7 +295,8 @@ static rdma_status_t rdma_verbs_rma_atomic(void *ctx, const rdma_xport_amo_t * a
 
     if (!rdma_verbs_amo_ok(xp) || a->n < 1 || a->n > RDMA_XP_AMO_MAX || (a->cas && a->n != 1))
         return RDMA_ERR_REFUSED;
-    if ((st = rdma_verbs_amo_wait(vc, (uint32_t) a->n)))
+    if ((st = rdma_verbs_wait_room(vc, rdma_verbs_amo_room, (uint32_t) a->n,
+                                   "one-sided operations")))
         return st;
     slot = xp->bounce_free[--xp->bounce_nfree];
     for (i = 0; i < a->n; i++) {
