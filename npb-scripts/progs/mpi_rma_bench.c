@@ -21,7 +21,7 @@
  * put and get move SIZE bytes of MPI_BYTE; acc adds SIZE / 4 MPI_INTs
  * (MPI_SUM); fop (MPI_Fetch_and_op, MPI_SUM) and cas
  * (MPI_Compare_and_swap) work on one int64 (size 8, lat only).
- * --nic-hints 1 creates create and allocate windows with the info keys
+ * --nic-hints 1 creates every window with the info keys
  * which_accumulate_ops=sum,no_op,cswap and disable_shm_accumulate=true,
  * which let an implementation do fop and cas with the NIC's atomics.
  * Each measurement runs warm-up iterations then iterations scaled with
@@ -241,6 +241,10 @@ static void run(int flav, int op, int sync, int bw, size_t n)
 
         MPI_Info_create(&info);
         MPI_Info_set(info, "coll_attach", flav == COLL ? "true" : "false");
+        if (o.nic) {
+            MPI_Info_set(info, "which_accumulate_ops", "sum,no_op,cswap");
+            MPI_Info_set(info, "disable_shm_accumulate", "true");
+        }
         MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
         MPI_Info_free(&info);
         MPI_Win_attach(win, mem, (MPI_Aint) len);

@@ -2,18 +2,25 @@
  * mpi_rma_amo: accumulates the NIC does (rdma_rma.c, "Atomics"), one TAP
  * line per check.
  *
- *   mpiexec -n N mpi_rma_amo [NIC]
+ *   mpiexec -n N mpi_rma_amo [MODE]      (MODE 0, 1, 2 or 3)
  *
  * Windows created with the info keys which_accumulate_ops=sum,no_op,cswap
- * and disable_shm_accumulate=true.  NIC 1: every check's atomics must be
+ * and disable_shm_accumulate=true.  MODE 1: every check's atomics must be
  * counted by the pvar rdma_rma_direct_atomics (one rank per node over
- * verbs, or TRANSPORT=verbs); 0 (default): none may be (shared memory, or
- * ranks sharing a node): the same results through CH3's messages.
- * 1. A counter at rank 0, MPI_Win_create: every rank (rank 0 too, through
- *    its own path) fetch-and-adds 1, K times, lock_all + flush: the values
- *    fetched are 0 .. N*K-1, each once, and the counter ends at N*K.
+ * verbs, or TRANSPORT=verbs); 2: ranks share nodes over shared memory and
+ * the job spans nodes, every window but check 8's is made by
+ * MPI_Win_allocate (node peers reach each other's parts through the node
+ * segment) and its atomics must be counted, check 8's none; 3: the same
+ * windows on one node, none counted (CH3's loads and stores); 0 (default):
+ * every window but check 8's is made by MPI_Win_create and none may be
+ * counted (shared memory, or ranks sharing a node): the same results
+ * through CH3's messages.
+ * 1. A counter at rank 0: every rank (rank 0 too, through its own path)
+ *    fetch-and-adds 1, K times, lock_all + flush: the values fetched are
+ *    0 .. N*K-1, each once, and the counter ends at N*K.
  * 2. The same in lock epochs: lock exclusive + fetch-and-op + unlock (the
- *    lock request goes apart, the unlock after the atomic), MPI_Win_allocate.
+ *    lock request goes apart, the unlock after the atomic), MPI_Win_allocate
+ *    (MODE 1 too).
  * 3. A compare-and-swap spin lock at rank 0 guarding a plain counter read
  *    with MPI_Get and written with MPI_Put: it ends at N*K.
  * 4. MPI_Accumulate (sum) of 3 and of 40 int64 (more than one transport
@@ -21,11 +28,15 @@
  *    reading them back under fence: every element is the sum.
  * 5. PSCW: fetch-and-adds to the next rank in one access epoch: the
  *    values fetched and the counter right.
- * 6. The pvar: each rank's atomics counted (NIC 1), or none (NIC 0).
+ * 6. The pvar: each rank's atomics counted (MODE 1, 2), or none (0, 3).
  * 7. An accumulate of a derived datatype of int64 to ourselves (which the
  *    CPU would do, not atomic with the NIC's): refused with an error
  *    (MPI_ERRORS_RETURN) where the NIC does the window's accumulates, and
  *    the window unchanged; done where it does not.
+ * 8. A dynamic window created with coll_attach=true too, every rank's
+ *    memory attached together: the counter of check 1 at rank 0 and
+ *    accumulates of LONG_N int64 into the next rank's region, read back
+ *    by their owners; the pvar counts them (MODE 1) or not (0, 2, 3).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +45,7 @@
 enum { K = 100, LONG_N = 40 };
 static const char *const pvar_names[] = { "rdma_rma_direct_atomics" };
 
-static int nic;
+static int mode, nic;    /* nic: atomics through the NIC expected (modes 1, 2) */
 
 static MPI_Info amo_info(void)
 {
@@ -46,13 +57,20 @@ static MPI_Info amo_info(void)
     return info;
 }
 
-/* A window of n int64 (zero) on every rank, MPI_Win_allocate if alloc. */
+/* Is a window that asks for MPI_Win_allocate (alloc) made by it?  (MODE) */
+static int by_allocate(int alloc)
+{
+    return (alloc && mode == 1) || mode >= 2;
+}
+
+/* A window of n int64 (zero) on every rank, MPI_Win_allocate if
+ * by_allocate(alloc). */
 static MPI_Win amo_win(int n, int alloc, int64_t ** base)
 {
     MPI_Info info = amo_info();
     MPI_Win win;
 
-    if (alloc)
+    if (by_allocate(alloc))
         MPI_Win_allocate(n * 8, 8, info, MPI_COMM_WORLD, base, &win);
     else {
         MPI_Alloc_mem(n * 8, MPI_INFO_NULL, base);
@@ -69,7 +87,7 @@ static MPI_Win amo_win(int n, int alloc, int64_t ** base)
 static void amo_free(MPI_Win * win, int alloc, int64_t * base)
 {
     MPI_Win_free(win);
-    if (!alloc)
+    if (!by_allocate(alloc))
         MPI_Free_mem(base);
 }
 
@@ -255,6 +273,58 @@ static long derived(void)
     return errs;
 }
 
+/* Check 8: region words [0, 1) the counter, [8, 8 + LONG_N) the sums. */
+static long dynamic(void)
+{
+    int64_t *mem, one = 1, got[K], add[LONG_N], now;
+    MPI_Aint *addr = malloc((size_t) size * sizeof(*addr)), a;
+    MPI_Info info = amo_info();
+    int next = (rank + 1) % size;
+    unsigned long long before = tap_pvar(0), d;
+    MPI_Win win;
+    long errs;
+
+    MPI_Info_set(info, "coll_attach", "true");
+    MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win);
+    MPI_Info_free(&info);
+    MPI_Alloc_mem((8 + LONG_N) * 8, MPI_INFO_NULL, &mem);
+    memset(mem, 0, (8 + LONG_N) * 8);
+    MPI_Win_attach(win, mem, (8 + LONG_N) * 8);
+    MPI_Get_address(mem, &a);
+    MPI_Allgather(&a, 1, MPI_AINT, addr, 1, MPI_AINT, MPI_COMM_WORLD);
+    for (int i = 0; i < LONG_N; i++)
+        add[i] = i + 1;
+    MPI_Win_lock_all(0, win);
+    for (int i = 0; i < K; i++) {
+        MPI_Fetch_and_op(&one, &got[i], MPI_INT64_T, 0, addr[0], MPI_SUM, win);
+        MPI_Win_flush(0, win);
+    }
+    for (int i = 0; i < K / 10; i++)
+        MPI_Accumulate(add, LONG_N, MPI_INT64_T, next, addr[next] + 64, LONG_N, MPI_INT64_T,
+                       MPI_SUM, win);
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+    MPI_Fetch_and_op(NULL, &now, MPI_INT64_T, 0, addr[0], MPI_NO_OP, win);
+    MPI_Win_unlock(0, win);
+    errs = fetched_ok(got, now);
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win);
+    for (int i = 0; i < LONG_N; i++)
+        errs += mem[8 + i] != (int64_t) (K / 10) * (i + 1);
+    MPI_Win_unlock(rank, win);
+    d = tap_pvar(0) - before;
+    if (mode == 1 ? d < K + K / 10 : d != 0) {
+        fprintf(stderr, "rank %d: rdma_rma_direct_atomics grew by %llu\n", rank, d);
+        errs++;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_detach(win, mem);
+    MPI_Win_free(&win);
+    MPI_Free_mem(mem);
+    free(addr);
+    return errs;
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long before;
@@ -264,11 +334,15 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     tap_pvars_open(pvar_names, 1);
-    nic = argc > 1 ? atoi(argv[1]) : 0;
+    mode = argc > 1 ? atoi(argv[1]) : 0;
+    nic = mode == 1 || mode == 2;
     before = tap_pvar(0);
-    report(counter(0), "MPI_Win_create, lock_all + flush: fetch-and-add from every rank (the "
-           "owner too) fetches each value once, the counter ends at N*K");
-    report(counter(1), "MPI_Win_allocate, lock + fetch-and-op + unlock: the same");
+    report(counter(0), mode >= 2 ? "MPI_Win_allocate, lock_all + flush: fetch-and-add from "
+           "every rank (node peers and the owner too) fetches each value once, the counter "
+           "ends at N*K" : "MPI_Win_create, lock_all + flush: fetch-and-add from every rank "
+           "(the owner too) fetches each value once, the counter ends at N*K");
+    report(counter(1), mode ? "MPI_Win_allocate, lock + fetch-and-op + unlock: the same" :
+           "lock + fetch-and-op + unlock: the same");
     report(spin_lock(), "compare-and-swap spin lock guarding a get/put counter: exclusive");
     report(sums(), "accumulate of 3 and 40 int64 under fence, read back with get_accumulate "
            "(no_op): every element summed");
@@ -288,6 +362,9 @@ int main(int argc, char **argv)
     }
     report(derived(), nic ? "an accumulate of a derived datatype of int64 is refused with an "
            "error, the window unchanged" : "an accumulate of a derived datatype of int64 is done");
+    report(dynamic(), mode == 1 ? "dynamic window with coll_attach: counter and sums right, every "
+           "rank's atomics through the NIC" : "dynamic window with coll_attach: counter and "
+           "sums right, none through the NIC");
     if (rank == 0)
         printf("1..%d\n", ntests);
     tap_pvars_close();

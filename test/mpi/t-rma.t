@@ -14,7 +14,7 @@
 # CH3RDMA_RMA_SECONDS per stress run (default 10).
 . "$(dirname "$0")/../lib.sh"
 . "$TOP/test/mpi/build-progs.sh"
-plan 10
+plan 11
 mpi_setup
 T=${CH3RDMA_RMA_SECONDS:-10}
 expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (stores through shared_query seen by the owner)" -- \
@@ -30,8 +30,10 @@ expect_output 0 '^1\.\.9$' "RMA_CMA_MIN unset: on the node every operation is a 
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 expect_output 0 '^ok 1 ' "MPI_Win_create puts and gets as messages: a 256 KiB put and queued 256 KiB get answers keep to the ring, a 1 MiB put and a lone get answer go zero-copy (ring_only)" -- \
     env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" parts
-expect_output 0 '^1\.\.7$' "windows whose accumulates the NIC would do (which_accumulate_ops, disable_shm_accumulate): on shared memory CH3's messages do them, every result right, none counted as the NIC's" -- \
+expect_output 0 '^1\.\.8$' "windows whose accumulates the NIC would do (which_accumulate_ops, disable_shm_accumulate): on shared memory CH3's messages do them, every result right, none counted as the NIC's (a dynamic window with coll_attach too)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_amo" 0
+expect_output 0 '^1\.\.8$' "the same in MPI_Win_allocate windows: CH3's loads and stores do them, none counted" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_rma_amo" 3
 EXPECT_TIMEOUT=$((T * 4 + 120))
 expect_output 0 '^1\.\.24$' "RMA stress $T s, 2 ranks: 4 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_stress" "$T"

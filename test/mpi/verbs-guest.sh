@@ -5,7 +5,7 @@
 . "$(dirname "$0")/build-progs.sh"
 P=$1 W=$2
 EXPECT_TIMEOUT=${EXPECT_TIMEOUT:-300}
-plan 59
+plan 61
 
 # Yama ptrace_scope 1 (this guest kernel has Yama): CMA between sibling
 # ranks needs the target's PR_SET_PTRACER.  The ranks run without
@@ -185,11 +185,15 @@ expect_output 0 '^1\.\.9$' "verbs forced, 2 ranks: the same over RDMA on one nod
 expect_output 0 '^1\.\.9$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only, with coll_attach across too" -- \
     env MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024 "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 # Accumulates the NIC does (rdma_rma.c, "Atomics"): windows with the hints
-expect_output 0 '^1\.\.7$' "2 nodes: fetch-and-add, compare-and-swap, accumulate and get_accumulate through the NIC (the owner's own through its loopback QP), every result right" -- \
+expect_output 0 '^1\.\.8$' "2 nodes: fetch-and-add, compare-and-swap, accumulate and get_accumulate through the NIC (the owner's own through its loopback QP; a dynamic window with coll_attach too), every result right" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_amo" 1
-expect_output 0 '^1\.\.7$' "verbs forced, 3 ranks: the same, node peers through the NIC too" -- \
+expect_output 0 '^1\.\.8$' "verbs forced, 3 ranks: the same, node peers through the NIC too" -- \
     env $V "$P/bin/mpiexec" -n 3 "$W/mpi_rma_amo" 1
-expect_output 0 '^1\.\.7$' "2 nodes x 2 ranks: node peers over shared memory, so CH3's messages do them, none through the NIC" -- \
+expect_output 0 '^1\.\.8$' "2 nodes x 2 ranks, MPI_Win_allocate: node peers' parts through the node segment, the rest across, all through the NIC (dynamic windows: messages)" -- \
+    "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_amo" 2
+expect_output 0 '^1\.\.8$' "2 ranks on one node, MPI_Win_allocate: CH3's loads and stores, none through the NIC (the window spans no nodes)" -- \
+    "$P/bin/mpiexec" -n 2 "$W/mpi_rma_amo" 3
+expect_output 0 '^1\.\.8$' "2 nodes x 2 ranks, MPI_Win_create and dynamic windows: node peers over shared memory, so CH3's messages do them, none through the NIC" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_amo" 0
 # The channel's rendezvous (rdma_rndv.c): RDMA read into the receive buffer
 expect_output 0 '^ok 7 ' "verbs forced, rendezvous: 7 cases (1 MiB; 24 of 256 KiB in flight) read with RDMA, each on the path it should take" -- \

@@ -47,20 +47,27 @@
  * is created with the info keys MPICH's ch4 reads for this,
  * disable_shm_accumulate=true (no accumulate done by a CPU, the target's
  * own included) and which_accumulate_ops naming only sum, no_op and
- * cswap; it is not dynamic or shared; and every rank reaches every other
- * over verbs with atomics (one rank per node, or TRANSPORT=verbs), which
- * each rank checks before the key allgather, clearing its key's amo bits
- * if not, so that all agree.  Then every accumulate, get_accumulate,
- * fetch-and-op (sum, no_op) and compare-and-swap of an 8-byte integer
- * type, contiguous, at an 8-aligned target address, is one NIC atomic
- * per element (MPI's atomicity is per element and per predefined type;
- * other types, ops and addresses keep the message path, each always the
- * same way): to a peer from the patched issue loop, never carrying a
- * lock request (MPIDI_CH3_RMA_Op_hold clears piggyback_lock_candidate)
- * and, as the last operation of an ending epoch, followed by the end
- * the patched loop sends once it is issued; to ourselves from CH3's
- * local path (MPIDI_CH3_RMA_Self_atomic), through a loopback QP,
- * finished on return.  Such an operation never falls back to a message:
+ * cswap; it is not shared, nor dynamic unless created with coll_attach
+ * (then under the key of the attached region that holds the element);
+ * and every rank reaches every other over verbs with atomics (one rank
+ * per node, or TRANSPORT=verbs) or shares a node segment with it
+ * (MPI_Win_allocate with node peers: CH3's local path reaches their
+ * parts, and so does the NIC, through our registration of the segment,
+ * r->seg), which each rank checks before the key allgather, clearing its
+ * key's amo bits if not, so that all agree.  The NIC's atomics on one
+ * HCA are atomic with each other whichever QP and registration reach the
+ * memory (ranks of a node on different HCAs would break this).  Then
+ * every accumulate, get_accumulate, fetch-and-op (sum, no_op) and
+ * compare-and-swap of an 8-byte integer type, contiguous, at an 8-aligned
+ * target address, is one NIC atomic per element (MPI's atomicity is per
+ * element and per predefined type; other types, ops and addresses keep
+ * the message path, each always the same way): to a peer from the
+ * patched issue loop, never carrying a lock request
+ * (MPIDI_CH3_RMA_Op_hold clears piggyback_lock_candidate) and, as the
+ * last operation of an ending epoch, followed by the end the patched loop
+ * sends once it is issued; to ourselves or a node peer in the segment
+ * from CH3's local path (MPIDI_CH3_RMA_Local_atomic), through a loopback
+ * QP, finished on return.  Such an operation never falls back to a message:
  * a peer not connected yet leaves it queued until the connection is
  * (*direct < 0).  Counted: rdma_rma_direct_atomics.
  *
@@ -125,6 +132,10 @@ typedef struct rdma_rma_attach {
 struct MPIDI_CH3I_win_rma {
     rdma_chan_wh_t wh;          /* ours, for unexpose */
     rdma_chan_wkey_t self;
+    rdma_chan_wkey_t seg;       /* where the NIC does the accumulates: the node
+                                 * segment (win->shm_seg) registered by us, our
+                                 * way to node peers' parts; ok 0: none */
+    rdma_chan_wh_t seg_wh;
     uint64_t puts, gets, atomics, messages;     /* this window's operations */
     int amo;                    /* accumulates go through the NIC (see the top) */
     MPL_gavl_tree_t *attached;  /* [comm size] or NULL (no coll_attach): regions */
@@ -197,27 +208,45 @@ static int rdma_rma_nic_ops(char *val)
 }
 
 /* May this rank's accumulates to win go through the NIC (see the top)?
- * The hints, the flavour, and every peer (and we) over verbs with atomics. */
+ * The hints, the flavour (a dynamic one with coll_attach: its regions'
+ * keys), and every peer (and we) over verbs with atomics, or a node peer
+ * whose part of the node segment we registered (r->seg), if the window
+ * spans nodes: on one node CH3's loads and stores need no target CPU
+ * either, and cost a fraction of a loopback atomic. */
 static int rdma_rma_amo_hinted(MPIR_Win * win, MPIR_Info * info)
 {
+    struct MPIDI_CH3I_win_rma *r = win->rma;
     char v[MPI_MAX_INFO_VAL + 1];
-    int i;
+    MPIDI_VC_t *me;
+    int i, seg_peers = 0, off_node = 0;
 
-    if (win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC || win->create_flavor ==
-        MPI_WIN_FLAVOR_SHARED || !rdma_rma_info(info, "disable_shm_accumulate", v)
+    if ((win->create_flavor == MPI_WIN_FLAVOR_DYNAMIC && !r->attached)
+        || win->create_flavor == MPI_WIN_FLAVOR_SHARED
+        || !rdma_rma_info(info, "disable_shm_accumulate", v)
         || strcmp(v, "true") || !rdma_rma_info(info, "which_accumulate_ops", v)
         || !rdma_rma_nic_ops(v) || !rdma_chan_amo_link(&MPIDI_CH3I_chan, NULL))
         return 0;
+    if (win->shm_seg) {
+        rdma_chan_win_expose(&MPIDI_CH3I_chan, win->shm_seg, win->shm_seg_len, &r->seg,
+                             &r->seg_wh);
+        if (!(r->seg.amo & 1u << RDMA_XP_VERBS))
+            return 0;
+    }
+    MPIDI_Comm_get_vc(win->comm_ptr, win->comm_ptr->rank, &me);
     for (i = 0; i < win->comm_ptr->local_size; i++) {
         MPIDI_VC_t *vc;
 
         if (i == win->comm_ptr->rank)
             continue;
         MPIDI_Comm_get_vc(win->comm_ptr, i, &vc);
-        if (!rdma_chan_amo_link(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc)))
+        off_node |= vc->node_id != me->node_id;
+        if (rdma_chan_amo_link(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc)))
+            continue;
+        if (!win->shm_seg || vc->node_id != me->node_id)
             return 0;
+        seg_peers = 1;
     }
-    return 1;
+    return !seg_peers || off_node;
 }
 
 /* gather_info, then expose base over the transports and gather the keys. */
@@ -246,6 +275,8 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
     }
     if (!rdma_rma_amo_hinted(win, info))
         r->self.amo = 0;
+    else if (r->attached)       /* its vote: attach registers regions with atomics */
+        r->self.amo = 1u << RDMA_XP_VERBS;
     mpi_errno = MPIR_Allgather(&r->self, sizeof(r->self), MPI_BYTE, r->keys, sizeof(r->self),
                                MPI_BYTE, comm, &errflag);
     MPIR_ERR_CHECK(mpi_errno);
@@ -253,6 +284,10 @@ static int rdma_rma_gather_info(void *base, MPI_Aint size, int disp_unit, MPIR_I
     r->amo = 1;
     for (i = 0; i < n; i++)
         r->amo &= !!(r->keys[i].amo & 1u << RDMA_XP_VERBS);
+    if (!r->amo && r->seg.ok) {
+        rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &r->seg, &r->seg_wh);
+        r->seg.ok = 0;
+    }
   fn_exit:
     return mpi_errno;
   fn_fail:
@@ -274,6 +309,7 @@ void MPIDI_CH3I_RDMA_win_rma_free(MPIR_Win * win)
                 r->amo ? " (accumulates through the NIC)" : "", (unsigned long long) r->messages);
     rdma_rma_trees_free(r, win->comm_ptr->local_size);       /* regions left attached */
     rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &r->self, &r->wh);
+    rdma_chan_win_unexpose(&MPIDI_CH3I_chan, &r->seg, &r->seg_wh);
     MPL_free(r);
     win->rma = NULL;
 }
@@ -427,6 +463,7 @@ typedef struct rdma_rma_amo {
     void *result;
     int n;
     uintptr_t raddr;
+    const rdma_chan_wkey_t *key;        /* the target's, for [raddr, raddr + 8n) */
 } rdma_rma_amo_t;
 
 /* An 8-byte integer type: MPI_SUM is the NIC's add. */
@@ -454,6 +491,45 @@ static int rdma_rma_amo_derived(MPI_Datatype t)
     return d && rdma_rma_amo_type(d->basic_type);
 }
 
+/* Does CH3's local path reach target's part of win in the node segment
+ * (mpid_rma_shm.h), ours included?  Then the NIC goes there through r->seg. */
+static int rdma_rma_amo_on_node(const MPIR_Win * win, int target)
+{
+    return win->shm_allocated && win->create_flavor != MPI_WIN_FLAVOR_SHARED
+        && win->comm_ptr->intranode_table[target] >= 0;
+}
+
+/* Where target's part of win starts, for the NIC from this rank: in our
+ * mapping of the node segment, or at its owner's address. */
+static uintptr_t rdma_rma_amo_base(const MPIR_Win * win, int target)
+{
+    return (uintptr_t) (rdma_rma_amo_on_node(win, target)
+                        ? win->shm_base_addrs[win->comm_ptr->intranode_table[target]]
+                        : win->basic_info_table[target].base_addr);
+}
+
+/* The target's key for [raddr, raddr + len) of win, if inside its part:
+ * the window's, or in a dynamic window that of the attached region (NULL:
+ * an address no rank attached, or a region not registered for atomics;
+ * every rank's trees hold the same, so all take the CPU's path there). */
+static const rdma_chan_wkey_t *rdma_rma_amo_key(const MPIR_Win * win, int target,
+                                                uintptr_t raddr, size_t len)
+{
+    const struct MPIDI_CH3I_win_rma *r = win->rma;
+    uintptr_t base = rdma_rma_amo_base(win, target);
+    size_t size = (size_t) win->basic_info_table[target].size;
+    void *g = NULL;
+
+    if (r->attached) {
+        MPL_gavl_tree_search(r->attached[target], (void *) raddr, len, &g);
+        return g && ((rdma_rma_region_t *) g)->key.amo & 1u << RDMA_XP_VERBS
+            ? &((rdma_rma_region_t *) g)->key : NULL;
+    }
+    if (raddr < base || raddr - base > size || len > size - (raddr - base))
+        return NULL;
+    return rdma_rma_amo_on_node(win, target) ? &r->seg : &r->keys[target];
+}
+
 /* Does the NIC do this accumulate to target (see the top)?  n elements of
  * type t (n < 0: origin, target and result differ) at raddr; then *m. */
 static int rdma_rma_amo_make(const MPIR_Win * win, int target, const void *add, const void *cmp,
@@ -461,14 +537,13 @@ static int rdma_rma_amo_make(const MPIR_Win * win, int target, const void *add, 
                              rdma_rma_amo_t * m)
 {
     const struct MPIDI_CH3I_win_rma *r = win->rma;
-    uintptr_t base = (uintptr_t) win->basic_info_table[target].base_addr;
-    size_t size = (size_t) win->basic_info_table[target].size;
+    const rdma_chan_wkey_t *key;
 
     if (!r || !r->amo || n < 1 || !rdma_rma_amo_type(t) || raddr % 8
         || (cmp ? n != 1 : op != MPI_SUM && op != MPI_NO_OP)
-        || raddr < base || raddr - base > size || 8 * (size_t) n > size - (raddr - base))
+        || !(key = rdma_rma_amo_key(win, target, raddr, 8 * (size_t) n)))
         return 0;
-    *m = (rdma_rma_amo_t) {op == MPI_NO_OP && !cmp ? NULL : add, cmp, result, n, raddr};
+    *m = (rdma_rma_amo_t) {op == MPI_NO_OP && !cmp ? NULL : add, cmp, result, n, raddr, key};
     return 1;
 }
 
@@ -540,7 +615,7 @@ static int rdma_rma_amo_refuse(const char *why)
 /* Start m on vc, one request per RDMA_XP_AMO_MAX elements (op's); *direct
  * 1, or -1: not yet (the connection is being made; nothing started). */
 static int rdma_rma_amo_start(MPIDI_VC_t * vc, MPIDI_RMA_Op_t * op, const rdma_rma_amo_t * m,
-                              const rdma_chan_wkey_t * key, int *direct)
+                              int *direct)
 {
     int i, k, nreq = (m->n + RDMA_XP_AMO_MAX - 1) / RDMA_XP_AMO_MAX, mpi_errno = MPI_SUCCESS;
     MPIR_Request **reqs = &op->single_req;
@@ -558,7 +633,8 @@ static int rdma_rma_amo_start(MPIDI_VC_t * vc, MPIDI_RMA_Op_t * op, const rdma_r
         reqs[k] = MPIR_Request_create(MPIR_REQUEST_KIND__RMA);
         MPIR_ERR_CHKANDJUMP(!reqs[k], mpi_errno, MPI_ERR_OTHER, "**nomemreq");
         rdma_rma_amo_chunk(m, i, &a);
-        st = rdma_chan_atomic(&MPIDI_CH3I_chan, l, &a, m->raddr + 8 * (unsigned) i, key, reqs[k]);
+        st = rdma_chan_atomic(&MPIDI_CH3I_chan, l, &a, m->raddr + 8 * (unsigned) i, m->key,
+                              reqs[k]);
         if (st != RDMA_OK) {
             MPIR_cc_set(&reqs[k]->cc, 0);
             MPIR_Request_free(reqs[k]);
@@ -657,7 +733,7 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
     if (r && r->amo && rdma_rma_amo_of(op, win, target, &m, &bad)) {
         MPIR_Assert(!lock);     /* MPIDI_CH3_RMA_Op_hold: never a lock candidate */
         MPIDI_Comm_get_vc_set_active(win->comm_ptr, target, &vc);
-        mpi_errno = rdma_rma_amo_start(vc, op, &m, &r->keys[target], direct);
+        mpi_errno = rdma_rma_amo_start(vc, op, &m, direct);
         r->atomics += *direct > 0;
         return mpi_errno;
     }
@@ -715,16 +791,19 @@ int MPIDI_CH3_RMA_Op_hold(MPIDI_RMA_Op_t * op, MPIR_Win * win, MPIDI_RMA_Target_
 }
 
 /* CH3's local path (the patched MPIDI_CH3I_Accumulate, Get_accumulate,
- * MPID_Fetch_and_op and MPID_Compare_and_swap, to ourselves): where the
- * NIC does this window's accumulates, it does this one too, through the
- * loopback (finished here, *done 1).  count < 0: origin, target and result
- * differ (not the NIC's); target_type: the target's datatype. */
-int MPIDI_CH3_RMA_Self_atomic(MPIR_Win * win, const void *origin, const void *compare,
-                              void *result, int count, MPI_Datatype target_type,
-                              MPI_Aint target_disp, MPI_Op op, int *done)
+ * MPID_Fetch_and_op and MPID_Compare_and_swap, to ourselves or to a node
+ * peer's part of the node segment): where the NIC does this window's
+ * accumulates, it does this one too, through the loopback QP (finished
+ * here, *done 1), a node peer's part through our mapping of the segment.
+ * count < 0: origin, target and result differ (not the NIC's);
+ * target_type: the target's datatype. */
+int MPIDI_CH3_RMA_Local_atomic(MPIR_Win * win, int target, const void *origin,
+                               const void *compare, void *result, int count,
+                               MPI_Datatype target_type, MPI_Aint target_disp, MPI_Op op,
+                               int *done)
 {
     struct MPIDI_CH3I_win_rma *r = win->rma;
-    int i, me = win->comm_ptr->rank;
+    int i;
     uintptr_t raddr;
     rdma_xport_amo_t a;
     rdma_rma_amo_t m;
@@ -732,15 +811,16 @@ int MPIDI_CH3_RMA_Self_atomic(MPIR_Win * win, const void *origin, const void *co
     *done = 0;
     if (!r || !r->amo)
         return MPI_SUCCESS;
-    raddr = (uintptr_t) win->basic_info_table[me].base_addr
-        + (uintptr_t) (win->basic_info_table[me].disp_unit * target_disp);
-    if (!rdma_rma_amo_make(win, me, origin, compare, result, count, target_type, raddr, op, &m))
+    raddr = rdma_rma_amo_base(win, target)
+        + (uintptr_t) (win->basic_info_table[target].disp_unit * target_disp);
+    if (!rdma_rma_amo_make(win, target, origin, compare, result, count, target_type, raddr, op,
+                           &m))
         return rdma_rma_amo_derived(target_type) ?
             rdma_rma_amo_refuse("an accumulate of a derived datatype of 8-byte integers") :
             MPI_SUCCESS;
     for (i = 0; i < m.n; i += RDMA_XP_AMO_MAX) {
         rdma_rma_amo_chunk(&m, i, &a);
-        if (rdma_chan_atomic(&MPIDI_CH3I_chan, NULL, &a, raddr + 8 * (unsigned) i, &r->self,
+        if (rdma_chan_atomic(&MPIDI_CH3I_chan, NULL, &a, raddr + 8 * (unsigned) i, m.key,
                              NULL) != RDMA_OK)
             return rdma_rma_amo_refuse(MPIDI_CH3I_chan.msg);
     }
