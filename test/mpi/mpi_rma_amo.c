@@ -310,7 +310,11 @@ static long dynamic(void)
     errs = fetched_ok(got, now);
     MPI_Win_lock(MPI_LOCK_EXCLUSIVE, rank, 0, win);
     for (int i = 0; i < LONG_N; i++)
-        errs += mem[8 + i] != (int64_t) (K / 10) * (i + 1);
+        if (mem[8 + i] != (int64_t) (K / 10) * (i + 1)) {
+            fprintf(stderr, "rank %d: dynamic window, sum %d is %lld, expected %d\n", rank, i,
+                    (long long) mem[8 + i], (K / 10) * (i + 1));
+            errs++;
+        }
     MPI_Win_unlock(rank, win);
     d = tap_pvar(0) - before;
     if (mode == 1 ? d < K + K / 10 : d != 0) {

@@ -210,9 +210,10 @@ static int rdma_rma_nic_ops(char *val)
 /* May this rank's accumulates to win go through the NIC (see the top)?
  * The hints, the flavour (a dynamic one with coll_attach: its regions'
  * keys), and every peer (and we) over verbs with atomics, or a node peer
- * whose part of the node segment we registered (r->seg), if the window
- * spans nodes: on one node CH3's loads and stores need no target CPU
- * either, and cost a fraction of a loopback atomic. */
+ * whose part of the node segment we registered (r->seg, registered here;
+ * gather_info drops it if the window's vote fails), if the window spans
+ * nodes: on one node CH3's loads and stores need no target CPU either,
+ * and cost a fraction of a loopback atomic. */
 static int rdma_rma_amo_hinted(MPIR_Win * win, MPIR_Info * info)
 {
     struct MPIDI_CH3I_win_rma *r = win->rma;
@@ -508,6 +509,18 @@ static uintptr_t rdma_rma_amo_base(const MPIR_Win * win, int target)
                         : win->basic_info_table[target].base_addr);
 }
 
+/* The keys of the region attached with coll_attach that holds target's
+ * [raddr, raddr + len); NULL: none (or no coll_attach). */
+static const rdma_chan_wkey_t *rdma_rma_region_key(const struct MPIDI_CH3I_win_rma *r,
+                                                   int target, uintptr_t raddr, size_t len)
+{
+    void *g = NULL;
+
+    if (r->attached)
+        MPL_gavl_tree_search(r->attached[target], (void *) raddr, len, &g);
+    return g ? &((rdma_rma_region_t *) g)->key : NULL;
+}
+
 /* The target's key for [raddr, raddr + len) of win, if inside its part:
  * the window's, or in a dynamic window that of the attached region (NULL:
  * an address no rank attached, or a region not registered for atomics;
@@ -516,15 +529,16 @@ static const rdma_chan_wkey_t *rdma_rma_amo_key(const MPIR_Win * win, int target
                                                 uintptr_t raddr, size_t len)
 {
     const struct MPIDI_CH3I_win_rma *r = win->rma;
-    uintptr_t base = rdma_rma_amo_base(win, target);
-    size_t size = (size_t) win->basic_info_table[target].size;
-    void *g = NULL;
+    const rdma_chan_wkey_t *k;
+    uintptr_t base;
+    size_t size;
 
     if (r->attached) {
-        MPL_gavl_tree_search(r->attached[target], (void *) raddr, len, &g);
-        return g && ((rdma_rma_region_t *) g)->key.amo & 1u << RDMA_XP_VERBS
-            ? &((rdma_rma_region_t *) g)->key : NULL;
+        k = rdma_rma_region_key(r, target, raddr, len);
+        return k && k->amo & 1u << RDMA_XP_VERBS ? k : NULL;
     }
+    base = rdma_rma_amo_base(win, target);
+    size = (size_t) win->basic_info_table[target].size;
     if (raddr < base || raddr - base > size || len > size - (raddr - base))
         return NULL;
     return rdma_rma_amo_on_node(win, target) ? &r->seg : &r->keys[target];
@@ -709,11 +723,9 @@ static int rdma_rma_start(MPIDI_VC_t * vc, const rdma_rma_op_t * o,
 static const rdma_chan_wkey_t *rdma_rma_key(const struct MPIDI_CH3I_win_rma *r, int target,
                                             const rdma_rma_op_t * o)
 {
-    void *g = NULL;
+    const rdma_chan_wkey_t *k = rdma_rma_region_key(r, target, o->raddr, o->len);
 
-    if (r->attached)
-        MPL_gavl_tree_search(r->attached[target], (void *) o->raddr, o->len, &g);
-    return g ? &((rdma_rma_region_t *) g)->key : &r->keys[target];
+    return k ? k : &r->keys[target];
 }
 
 /* The patched issue loop (see the top): start op directly if it can go;
