@@ -27,6 +27,12 @@
  *    every rank (attached memory registered, keys exchanged), in two
  *    regions; then detached, unmapped, mapped again at the same address
  *    (new pages) and attached larger: operations land in the new pages.
+ * 10. Started at the call (rdma_rma_direct_at_call): in lock_all, once the
+ *    first operation's lock request is granted, K rounds of a 2 KiB put,
+ *    get, MPI_Rput and MPI_Rget to the next rank, each flushed or waited
+ *    for, read back right: all 4K started at the call if DIRECT, none if
+ *    not; a put queued behind an accumulate CH3 keeps back is not (it
+ *    waits in CH3's queue), and both land.
  * 9. Messages carry their epoch's synchronisation: rank 0 alone, K times
  *    MPI_Win_lock + an 8-byte MPI_Accumulate + MPI_Win_unlock to rank 1:
  *    one ring frame each (rdma_ring_frames; CH3 keeps the operation back
@@ -50,9 +56,10 @@
 #include "mpi_tap.h"
 
 enum { BLOCK = 4096, K = 200, V_PUT = 0, V_GET = 1, V_MSG = 2 };
-enum { V_ZC = 3, V_COPY = 4, V_FRAMES = 5 };
+enum { V_ZC = 3, V_COPY = 4, V_FRAMES = 5, V_AT_CALL = 6 };
 static const char *const pvar_names[] = { "rdma_rma_direct_puts", "rdma_rma_direct_gets",
-    "rdma_rma_messages", "rdma_zcopy_parts", "rdma_copy_parts", "rdma_ring_frames"
+    "rdma_rma_messages", "rdma_zcopy_parts", "rdma_copy_parts", "rdma_ring_frames",
+    "rdma_rma_direct_at_call"
 };
 
 static int expect_direct = 1;
@@ -440,6 +447,67 @@ static long rma_parts(void)
     return errs;
 }
 
+/* Check 10, one round: block i of ours to the next rank's slot 0 by a put,
+ * read back by a get, and to slot 1 by MPI_Rput, read back by MPI_Rget. */
+static long at_call_round(long *src, long *got, int n, int next, int i, MPI_Win win)
+{
+    MPI_Request q;
+    long errs = 0;
+
+    for (int j = 0; j < n; j++)
+        src[j] = rank * 1000000L + i * 1000L + j;
+    MPI_Put(src, n, MPI_LONG, next, 0, n, MPI_LONG, win);
+    MPI_Win_flush(next, win);
+    MPI_Get(got, n, MPI_LONG, next, 0, n, MPI_LONG, win);
+    MPI_Win_flush(next, win);
+    errs += memcmp(src, got, n * sizeof(long)) != 0;
+    src[0] = -i;
+    MPI_Rput(src, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    MPI_Win_flush(next, win);
+    MPI_Rget(got, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    return errs + (memcmp(src, got, n * sizeof(long)) != 0);
+}
+
+/* Check 10: operations started at the call. */
+static long at_call(void)
+{
+    enum { N = 2048 / sizeof(long) };
+    long *mem = calloc(2 * N + 1, sizeof(long)), src[N], got[N], one = 1, errs = 0;
+    int next = (rank + 1) % size;
+    unsigned long long a0, a;
+    MPI_Win win;
+
+    MPI_Win_create(mem, (2 * N + 1) * sizeof(long), sizeof(long), MPI_INFO_NULL,
+                   MPI_COMM_WORLD, &win);
+    MPI_Win_lock_all(0, win);
+    MPI_Get(got, N, MPI_LONG, next, 0, N, MPI_LONG, win);       /* carries the lock request */
+    MPI_Win_flush(next, win);
+    a0 = tap_pvar(V_AT_CALL);
+    for (int i = 0; i < K; i++)
+        errs += at_call_round(src, got, N, next, i, win);
+    a = tap_pvar(V_AT_CALL) - a0;
+    if (a != (expect_direct ? 4ULL * K : 0)) {
+        fprintf(stderr, "rank %d: rdma_rma_direct_at_call grew by %llu, expected %d\n", rank, a,
+                expect_direct ? 4 * K : 0);
+        errs++;
+    }
+    MPI_Accumulate(&one, 1, MPI_LONG, next, 2 * N, 1, MPI_LONG, MPI_SUM, win);  /* kept back */
+    MPI_Put(src, N, MPI_LONG, next, 0, N, MPI_LONG, win);
+    MPI_Win_flush(next, win);
+    if (tap_pvar(V_AT_CALL) - a0 != a) {
+        fprintf(stderr, "rank %d: a put queued behind an accumulate started at the call\n", rank);
+        errs++;
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    errs += mem[2 * N] != 1 || mem[1] != ((rank + size - 1) % size) * 1000000L + (K - 1) * 1000L + 1;
+    MPI_Win_free(&win);
+    free(mem);
+    return errs;
+}
+
 int main(int argc, char **argv)
 {
     static const char *mode[] = { "lock_all + flush", "fence", "PSCW" };
@@ -448,7 +516,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    tap_pvars_open(pvar_names, 6);
+    tap_pvars_open(pvar_names, 7);
     if (argc > 1 && !strcmp(argv[1], "parts")) {
         report(rma_parts(), "shm, puts and gets as messages: a 256 KiB put's data keeps to the "
                "ring, a 1 MiB put's and a lone 256 KiB get's answer go zero-copy, get answers "
@@ -472,6 +540,9 @@ int main(int argc, char **argv)
            "new pages");
     report(piggyback(), "lock + accumulate + unlock, and fetch-and-op + accumulate + flush: the "
            "synchronisation rides on the last message");
+    report(at_call(), expect_direct ? "lock_all, the lock granted: puts, gets, MPI_Rput and "
+           "MPI_Rget start at the call (not one queued behind a kept-back accumulate); all land"
+           : "lock_all: puts, gets, MPI_Rput and MPI_Rget land, none started at the call");
   done:
     if (rank == 0)
         printf("1..%d\n", ntests);

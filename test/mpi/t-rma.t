@@ -21,12 +21,12 @@ expect_output 0 '^ok 5 ' "node communicator of 2 ranks; shared windows share (st
     "$P/bin/mpiexec" -n 2 "$W/mpi_shm_win"
 expect_output 0 '^ok 5 ' "the same with 4 ranks (oversubscribed)" -- "$P/bin/mpiexec" -n 4 "$W/mpi_shm_win"
 CMA="MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024"
-expect_output 0 '^1\.\.9$' "direct puts and gets (CMA into MPI_Win_create and dynamic windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted and carrying lock, unlock and flush" -- \
+expect_output 0 '^1\.\.10$' "direct puts and gets (CMA into MPI_Win_create and dynamic windows), 2 ranks: every sync mode, exclusive-lock counter, messages counted and carrying lock, unlock and flush, puts and gets to a granted target started at the call" -- \
     env $CMA "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.9$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.9$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
+expect_output 0 '^1\.\.10$' "the same with 3 ranks (oversubscribed)" -- env $CMA "$P/bin/mpiexec" -n 3 "$W/mpi_rma_direct"
+expect_output 0 '^1\.\.10$' "MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0: the same results, no operation direct" -- \
     env $CMA MPIR_CVAR_CH3_RDMA_RMA_DIRECT=0 "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
-expect_output 0 '^1\.\.9$' "RMA_CMA_MIN unset: on the node every operation is a message (the target's split copy is faster)" -- \
+expect_output 0 '^1\.\.10$' "RMA_CMA_MIN unset: on the node every operation is a message (the target's split copy is faster)" -- \
     "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" 0
 expect_output 0 '^ok 1 ' "MPI_Win_create puts and gets as messages: a 256 KiB put and queued 256 KiB get answers keep to the ring, a 1 MiB put and a lone get answer go zero-copy (ring_only)" -- \
     env MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct" parts

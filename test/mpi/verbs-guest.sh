@@ -178,11 +178,11 @@ expect_output 0 '^ok: rank 1 waited ([6-9]|[1-9][0-9])\.' "verbs forced, MAX_CON
 expect_output 0 '^1\.\.18$' "2 nodes x 2 ranks: RMA stress, 20 s, 3 window flavours x 6 synchronisation modes verified" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_stress" 20
 # Direct puts and gets (rdma_rma.c): RDMA write/read across, CMA on a node
-expect_output 0 '^1\.\.9$' "2 nodes: puts and gets as RDMA writes and reads, every sync mode, exclusive-lock counter (each unlock waits for its write)" -- \
+expect_output 0 '^1\.\.10$' "2 nodes: puts and gets as RDMA writes and reads, every sync mode, exclusive-lock counter (each unlock waits for its write), started at the call once the lock is granted" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.9$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
+expect_output 0 '^1\.\.10$' "verbs forced, 2 ranks: the same over RDMA on one node" -- \
     env $V "$P/bin/mpiexec" -n 2 "$W/mpi_rma_direct"
-expect_output 0 '^1\.\.9$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only, with coll_attach across too" -- \
+expect_output 0 '^1\.\.10$' "2 nodes x 2 ranks: RDMA across, CMA (from 1 KiB) on each node, dynamic windows direct on the node only, with coll_attach across too" -- \
     env MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN=1024 "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_direct"
 # Accumulates the NIC does (rdma_rma.c, "Atomics"): windows with the hints
 expect_output 0 '^1\.\.8$' "2 nodes: fetch-and-add, compare-and-swap, accumulate and get_accumulate through the NIC (the owner's own through its loopback QP; a dynamic window with coll_attach too), every result right" -- \

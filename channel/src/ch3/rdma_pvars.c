@@ -54,6 +54,9 @@ static const rdma_pvar_t rdma_pvars[] = {
               "Accumulates, fetch-and-ops and compare-and-swaps the NIC did (windows with "
               "the info keys which_accumulate_ops and disable_shm_accumulate whose ranks all reach "
               "each other over verbs)"),
+    RDMA_PVAR("rdma_rma_direct_at_call", rma_at_call, COUNTER,
+              "Of rdma_rma_direct_puts and _gets, those started at the call, to a target whose "
+              "epoch was granted with no operation queued (the rest wait in CH3's queue)"),
     RDMA_PVAR("rdma_rma_messages", rma_messages, COUNTER,
               "One-sided operations to other nodes or to user-memory windows sent as CH3 "
               "messages (accumulates, derived datatypes, lock requests, no direct path)"),

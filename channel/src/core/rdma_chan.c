@@ -338,6 +338,7 @@ void rdma_chan_counters_get(const rdma_chan_t * ch, rdma_chan_counters_t * c)
     c->rma_puts = ch->rma_count[0];
     c->rma_gets = ch->rma_count[1];
     c->rma_messages = ch->rma_count[2];
+    c->rma_at_call = ch->rma_count[3];
     c->rma_atomics = ch->amo_count;
     c->rndv_sends = ch->rndv_count[0];
     c->rndv_fallbacks = ch->rndv_count[1];

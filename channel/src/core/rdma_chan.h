@@ -87,6 +87,7 @@ typedef struct rdma_chan_counters {
     uint64_t rma_puts, rma_gets;        /* one-sided operations started directly */
     uint64_t rma_atomics;       /* accumulates the NIC did (rdma_chan_atomic) */
     uint64_t rma_messages;      /* ... sent as messages (the owner counts them) */
+    uint64_t rma_at_call;       /* puts and gets started at the call, without CH3's queue */
     uint64_t rndv_sends;        /* large messages sent by the channel's rendezvous */
     uint64_t rndv_fallbacks;    /* ... received through CH3's rendezvous instead */
     uint64_t conns_opened;      /* connections over the wire made READY */
@@ -141,9 +142,10 @@ struct rdma_chan {
                                                  * off the poll's cache lines) */
     double ring_next;           /* when rdma_chan_idle_check looks next */
     /* one-sided operations (owner only): started by rdma_chan_rma (puts,
-     * gets), and those its owner sent as messages (rdma_chan_rma_message);
+     * gets), those its owner sent as messages (rdma_chan_rma_message) and
+     * of the started ones, those started at the call (rdma_chan_rma_at_call);
      * accumulates' calls of rdma_chan_atomic */
-    uint64_t rma_count[3], amo_count;
+    uint64_t rma_count[4], amo_count;
     /* large messages (owner only): sent by the channel's rendezvous, and
      * of those received, taken through CH3's instead (rdma_rndv.c) */
     uint64_t rndv_count[2];
@@ -472,6 +474,12 @@ static inline void rdma_chan_rndv_count(rdma_chan_t * ch, int fallback)
 static inline void rdma_chan_rma_message(rdma_chan_t * ch)
 {
     ch->rma_count[2]++;
+}
+
+/* The owner started a put or get at the call, without CH3's queue. */
+static inline void rdma_chan_rma_at_call(rdma_chan_t * ch)
+{
+    ch->rma_count[3]++;
 }
 
 /* The "<key>:<fragment>" token of card for key, copied to buf; 0 = ok. */
