@@ -27,12 +27,6 @@
  *    every rank (attached memory registered, keys exchanged), in two
  *    regions; then detached, unmapped, mapped again at the same address
  *    (new pages) and attached larger: operations land in the new pages.
- * 10. Started at the call (rdma_rma_direct_at_call): in lock_all, once the
- *    first operation's lock request is granted, K rounds of a 2 KiB put,
- *    get, MPI_Rput and MPI_Rget to the next rank, each flushed or waited
- *    for, read back right: all 4K started at the call if DIRECT, none if
- *    not; a put queued behind an accumulate CH3 keeps back is not (it
- *    waits in CH3's queue), and both land.
  * 9. Messages carry their epoch's synchronisation: rank 0 alone, K times
  *    MPI_Win_lock + an 8-byte MPI_Accumulate + MPI_Win_unlock to rank 1:
  *    one ring frame each (rdma_ring_frames; CH3 keeps the operation back
@@ -40,6 +34,12 @@
  *    times MPI_Fetch_and_op + MPI_Accumulate + MPI_Win_flush inside one
  *    lock_all: two frames, the flush riding on the second, not a FLUSH
  *    message besides.  The sums and the values fetched are checked.
+ * 10. Started at the call (rdma_rma_direct_at_call): in lock_all, once the
+ *    first operation's lock request is granted, K rounds of a 2 KiB put,
+ *    get, MPI_Rput and MPI_Rget to the next rank, each flushed or waited
+ *    for, read back right: all 4K started at the call if DIRECT, none if
+ *    not; a put queued behind an accumulate CH3 keeps back is not (it
+ *    waits in CH3's queue), and both land.
  *
  *   mpiexec -n N mpi_rma_direct parts
  *
