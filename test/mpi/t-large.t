@@ -140,12 +140,14 @@ expect_output 0 '^ok 7 ' "LARGE_PROTOCOL=copy: no message takes the rendezvous" 
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(env $L=zcopy timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)
 n=$(grep -c '^pvar rdma_' <<< "$out")
-[[ $n -eq 24 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
+[[ $n -eq 25 ]] && grep -q '^pvar rdma_pinned_bytes_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_rma_direct_puts class counter readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_rma_direct_atomics class counter readonly 1 continuous 1' <<< "$out" &&
+    grep -q '^pvar rdma_rma_direct_at_call class counter readonly 1 continuous 1' <<< "$out" &&
     grep -q '^pvar rdma_conns_live_max class highwatermark readonly 1 continuous 1' <<< "$out" &&
-    grep -q '^rank 0: rdma_rma_messages 0$' <<< "$out" && grep -q '^rank 0: rdma_conns_opened 0$' <<< "$out"
-ok $? "MPI_T lists the 24 rdma_* pvars ($n), read-only and continuous; no one-sided operation, no network connection here"
+    grep -q '^rank 0: rdma_rma_messages 0$' <<< "$out" &&
+    grep -q '^rank 0: rdma_rma_direct_at_call 0$' <<< "$out" && grep -q '^rank 0: rdma_conns_opened 0$' <<< "$out"
+ok $? "MPI_T lists the 25 rdma_* pvars ($n), read-only and continuous; no one-sided operation, no network connection here"
 grep -q '^rank 0: rdma_ring_frames [1-9]' <<< "$out" && grep -q '^rank 0: rdma_ring_writes [1-9]' <<< "$out" &&
     grep -q '^rank 0: rdma_rndv_sends [1-9]' <<< "$out" && grep -q '^rank 1: rdma_rndv_fallbacks 0$' <<< "$out" &&
     grep -q '^rank 0: rdma_pinned_bytes 0$' <<< "$out" &&
