@@ -702,14 +702,18 @@ static int rdma_rma_ends_epoch(const MPIDI_RMA_Op_t * op, MPIR_Win * win, int ta
 }
 
 /* Start o on vc's link with a request of its own: *req, or NULL when the
- * transport did not start it. */
+ * transport did not start it (no request made for one it refuses: on a
+ * node, every operation below RMA_CMA_MIN). */
 static int rdma_rma_start(MPIDI_VC_t * vc, const rdma_rma_op_t * o,
                           const rdma_chan_wkey_t * key, MPIR_Request ** req)
 {
-    MPIR_Request *q = MPIR_Request_create(MPIR_REQUEST_KIND__RMA);
+    MPIR_Request *q;
     int done, mpi_errno = MPI_SUCCESS;
 
     *req = NULL;
+    if (!rdma_chan_rma_ok(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), o->len, key))
+        return MPI_SUCCESS;
+    q = MPIR_Request_create(MPIR_REQUEST_KIND__RMA);
     MPIR_ERR_CHKANDJUMP(!q, mpi_errno, MPI_ERR_OTHER, "**nomemreq");
     if (rdma_chan_rma(&MPIDI_CH3I_chan, MPIDI_CH3I_link(vc), o->get, o->local, o->len, o->raddr,
                       key, q, &done) != RDMA_OK) {

@@ -746,17 +746,12 @@ static rdma_status_t rdma_chan_xfer(rdma_link_t * l, int get, void *local, size_
         : r->put(l->xc.priv, local, len, raddr, key, cookie, done);
 }
 
-rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
-                            uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
-                            int *done)
+int rdma_chan_rma_ok(const rdma_chan_t * ch, const rdma_link_t * l, size_t len,
+                     const rdma_chan_wkey_t * peer)
 {
-    const rdma_xport_rma_ops_t *r = l->xc.ops ? l->xc.ops->rma : NULL;
-    int k = rdma_chan_xp_of(ch, l);
-    rdma_status_t st;
-
-    *done = 0;
-    if (!r || l->xc.state != RDMA_CONN_READY || !(peer->ok & 1u << k))
-        return RDMA_ERR_REFUSED;
+    if (!l->xc.ops || !l->xc.ops->rma || l->xc.state != RDMA_CONN_READY
+        || !(peer->ok & 1u << rdma_chan_xp_of(ch, l)))
+        return 0;
     /* On a node a direct operation is one CMA system call on one core: dearer
      * than a ring frame for small ones, and for large ones slower than the
      * active message, whose parts the target pulls with a copy split over
@@ -764,9 +759,20 @@ rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *lo
      * the bandwidth from 32 KiB).  It pays only where the target computes
      * outside MPI, so it waits for RMA_CMA_MIN.  An RDMA write or read wins
      * at every size. */
-    if (!rdma_chan_over_wire(l) && len < ch->cfg.rma_cma_min)
+    return rdma_chan_over_wire(l) || len >= ch->cfg.rma_cma_min;
+}
+
+rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
+                            uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
+                            int *done)
+{
+    rdma_status_t st;
+
+    *done = 0;
+    if (!rdma_chan_rma_ok(ch, l, len, peer))
         return RDMA_ERR_REFUSED;
-    st = rdma_chan_xfer(l, get, local, len, raddr, peer->key[k], cookie, done);
+    st = rdma_chan_xfer(l, get, local, len, raddr, peer->key[rdma_chan_xp_of(ch, l)], cookie,
+                        done);
     if (st == RDMA_OK)
         ch->rma_count[get ? 1 : 0]++;
     return st;

@@ -428,6 +428,10 @@ void rdma_chan_win_unexpose(rdma_chan_t * ch, const rdma_chan_wkey_t * w, rdma_c
 rdma_status_t rdma_chan_rma(rdma_chan_t * ch, rdma_link_t * l, int get, void *local, size_t len,
                             uint64_t raddr, const rdma_chan_wkey_t * peer, void *cookie,
                             int *done);
+/* Would rdma_chan_rma take len bytes over l into *peer, or refuse
+ * (RDMA_ERR_REFUSED)?  Asked before making the operation's cookie. */
+int rdma_chan_rma_ok(const rdma_chan_t * ch, const rdma_link_t * l, size_t len,
+                     const rdma_chan_wkey_t * peer);
 
 /* Atomics (rdma_xport_amo_t) on window memory, where the transport's
  * atomics work on it (peer->amo).  Over l, at raddr of what its peer
