@@ -36,8 +36,9 @@
  *    message besides.  The sums and the values fetched are checked.
  * 10. Started at the call (rdma_rma_direct_at_call): in lock_all, once the
  *    first operation's lock request is granted, K rounds of a 2 KiB put,
- *    get, MPI_Rput and MPI_Rget to the next rank, each flushed or waited
- *    for, read back right: all 4K started at the call if DIRECT, none if
+ *    MPI_Win_flush_local, MPI_Rput, flush, then a get and MPI_Rget to the
+ *    next rank, read back right: all 4K started at the call if DIRECT
+ *    (the flush_local leaves the target idle), none if
  *    not; a put queued behind an accumulate CH3 keeps back is not (it
  *    waits in CH3's queue), and both land.
  *
@@ -447,34 +448,32 @@ static long rma_parts(void)
     return errs;
 }
 
-/* Check 10, one round: block i of ours to the next rank's slot 0 by a put,
- * read back by a get, and to slot 1 by MPI_Rput, read back by MPI_Rget. */
+/* Check 10, one round: block i of ours (2n longs) to the next rank's slots
+ * 0 and 1, by a put and, after a flush_local, an MPI_Rput; read back by a
+ * get and an MPI_Rget. */
 static long at_call_round(long *src, long *got, int n, int next, int i, MPI_Win win)
 {
     MPI_Request q;
-    long errs = 0;
 
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < 2 * n; j++)
         src[j] = rank * 1000000L + i * 1000L + j;
     MPI_Put(src, n, MPI_LONG, next, 0, n, MPI_LONG, win);
+    MPI_Win_flush_local(next, win);     /* the next one starts at the call too */
+    MPI_Rput(src + n, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
     MPI_Win_flush(next, win);
     MPI_Get(got, n, MPI_LONG, next, 0, n, MPI_LONG, win);
     MPI_Win_flush(next, win);
-    errs += memcmp(src, got, n * sizeof(long)) != 0;
-    src[0] = -i;
-    MPI_Rput(src, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
+    MPI_Rget(got + n, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
     MPI_Wait(&q, MPI_STATUS_IGNORE);
-    MPI_Win_flush(next, win);
-    MPI_Rget(got, n, MPI_LONG, next, n, n, MPI_LONG, win, &q);
-    MPI_Wait(&q, MPI_STATUS_IGNORE);
-    return errs + (memcmp(src, got, n * sizeof(long)) != 0);
+    return memcmp(src, got, 2 * (size_t) n * sizeof(long)) != 0;
 }
 
 /* Check 10: operations started at the call. */
 static long at_call(void)
 {
     enum { N = 2048 / sizeof(long) };
-    long *mem = calloc(2 * N + 1, sizeof(long)), src[N], got[N], one = 1, errs = 0;
+    long *mem = calloc(2 * N + 1, sizeof(long)), src[2 * N], got[2 * N], one = 1, errs = 0;
     int next = (rank + 1) % size;
     unsigned long long a0, a;
     MPI_Win win;

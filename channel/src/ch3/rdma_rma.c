@@ -35,8 +35,10 @@
  * the transport refuses for now (queues, registration limits), stays a
  * message (counted: rdma_rma_messages).  A put or get to a target whose
  * epoch is granted and idle skips CH3's queue and issue loop: the patched
- * MPIDI_CH3I_Put and Get ask MPIDI_CH3_RMA_Start_direct first (an 8-byte
- * get and flush then executes 1,050 instructions instead of 1,490;
+ * MPIDI_CH3I_Put and Get ask MPIDI_CH3_RMA_Start_direct first, and
+ * MPI_Win_flush and flush_local of a target with nothing of CH3's to
+ * issue only wait (target_has_nothing_to_issue in the patch): an 8-byte
+ * get and flush executes 952 instructions (1,490 before either;
  * docs/results/rma.md).  Messages carry the epoch's
  * synchronisation where they can: the patch makes CH3 keep the last
  * operation back until the next one or the synchronisation call
@@ -793,9 +795,10 @@ int MPIDI_CH3_RMA_Issue_direct(MPIDI_RMA_Op_t * op, MPIR_Win * win, int target, 
 }
 
 /* Is target's epoch granted (a lock held, or a fence or PSCW access epoch),
- * with no operation of CH3's queued, no synchronisation under way, and
- * room for another request (CH3's ACTIVE_REQ_THRESHOLD)?  *t: its target
- * element, which counts our requests. */
+ * with no operation of CH3's queued, no synchronisation under way (the
+ * flag a flush_local leaves set ends nothing), and room for another
+ * request (CH3's ACTIVE_REQ_THRESHOLD)?  *t: its target element, which
+ * counts our requests. */
 static int rdma_rma_idle(MPIR_Win * win, int target, MPIDI_RMA_Target_t ** t)
 {
     int s = win->states.access_state;
@@ -807,8 +810,8 @@ static int rdma_rma_idle(MPIR_Win * win, int target, MPIDI_RMA_Target_t ** t)
         return 0;
     return ((*t)->access_state == MPIDI_RMA_LOCK_GRANTED || s == MPIDI_RMA_FENCE_GRANTED
             || s == MPIDI_RMA_PSCW_GRANTED) && !(*t)->pending_net_ops_list_head
-        && !(*t)->pending_user_ops_list_head && (*t)->sync.sync_flag == MPIDI_RMA_SYNC_NONE
-        && !(*t)->win_complete_flag;
+        && !(*t)->pending_user_ops_list_head
+        && (*t)->sync.sync_flag <= MPIDI_RMA_SYNC_FLUSH_LOCAL && !(*t)->win_complete_flag;
 }
 
 /* The patched MPIDI_CH3I_Put and Get (see the top): a contiguous put or
