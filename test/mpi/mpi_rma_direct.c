@@ -40,7 +40,8 @@
  *    next rank, read back right: all 4K started at the call if DIRECT
  *    (the flush_local leaves the target idle), none if
  *    not; a put queued behind an accumulate CH3 keeps back is not (it
- *    waits in CH3's queue), and both land.
+ *    waits in CH3's queue), and both land; a put after a flush_local that
+ *    sent such an accumulate is again.
  *
  *   mpiexec -n N mpi_rma_direct parts
  *
@@ -499,9 +500,18 @@ static long at_call(void)
         fprintf(stderr, "rank %d: a put queued behind an accumulate started at the call\n", rank);
         errs++;
     }
+    MPI_Accumulate(&one, 1, MPI_LONG, next, 2 * N, 1, MPI_LONG, MPI_SUM, win);
+    MPI_Win_flush_local(next, win);     /* sends it; CH3's FLUSH_LOCAL flag stays set */
+    MPI_Put(src, N, MPI_LONG, next, 0, N, MPI_LONG, win);
+    MPI_Win_flush(next, win);
+    if (tap_pvar(V_AT_CALL) - a0 != a + (expect_direct ? 1 : 0)) {
+        fprintf(stderr, "rank %d: a put after a flush_local that sent an accumulate did not "
+                "start at the call\n", rank);
+        errs++;
+    }
     MPI_Win_unlock_all(win);
     MPI_Barrier(MPI_COMM_WORLD);
-    errs += mem[2 * N] != 1 || mem[1] != ((rank + size - 1) % size) * 1000000L + (K - 1) * 1000L + 1;
+    errs += mem[2 * N] != 2 || mem[1] != ((rank + size - 1) % size) * 1000000L + (K - 1) * 1000L + 1;
     MPI_Win_free(&win);
     free(mem);
     return errs;
