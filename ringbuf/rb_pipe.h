@@ -559,6 +559,13 @@ size_t rb_pipe_tx_space(const rb_pipe_t * p);
  * latency path. */
 #include "rb_frame.h"
 
+/* Has a frame come back since our last one went out (a ping-pong, not a
+ * one-way stream: the peer waits for what we send next)? */
+static inline int rb_pipe_answered(const rb_pipe_t * p)
+{
+    return rb_tx_answered(p);
+}
+
 /* rb_pipe_putv of an iov whose total the caller knows. */
 static inline rdma_status_t rb_pipe_put_small(rb_pipe_t * p, const struct iovec *iov, int n,
                                               size_t total, size_t *nbytes)

@@ -114,6 +114,12 @@ typedef struct zc_ops {
 typedef struct zc_config {
     size_t threshold;           /* entries >= threshold are candidates */
     zc_mode_t mode;
+    uint32_t answered_min;      /* not zc's: the channel's rendezvous of a
+                                 * message (rdma_chan_rndv_ok) from this size
+                                 * below threshold when the peer answered
+                                 * our last frame; 0: never.  32 bits: in
+                                 * mode's padding (the link's size is fixed
+                                 * in the VC, MPIDI_CH3I_LINK_BYTES) */
     size_t split_min;           /* split copy from this size; 0: never */
     size_t eager_min;           /* eager sends from user memory from this
                                  * size (ops->hold); 0: never */

@@ -4,9 +4,11 @@
  * case takes checked with the pvars rdma_rndv_sends (rank 0) and
  * rdma_rndv_fallbacks (rank 1).  Rank 0 prints TAP.
  *
- *   mpi_rndv [expect]
+ *   mpi_rndv [expect [mid]]
  *       expect 1 (default): messages from the zero-copy threshold take the
- *       rendezvous; 0: none does (LARGE_PROTOCOL=copy, ...); 2: CMA is
+ *       rendezvous, and from 64 KiB those sent after their receiver
+ *       answered, CH3's eager ones too (mid 1, default, as on shm; 0: no
+ *       such rule, as over verbs: 96 KiB messages go eagerly); 0: none does (LARGE_PROTOCOL=copy, ...); 2: CMA is
  *       refused (no_cma): the first one tries, its receiver falls back to
  *       CH3's rendezvous, and no later message tries
  */
@@ -21,7 +23,7 @@
 
 static const char *const pvar_names[] = { "rdma_rndv_sends", "rdma_rndv_fallbacks" };
 
-static int expect = 1, checks;
+static int expect = 1, mid = 1, checks;
 
 /* After a case that moved `msgs` large messages from rank 0 to rank 1:
  * did rank 0 send `msgs` by the rendezvous (when expected), and did rank
@@ -203,6 +205,41 @@ static void case_probe(unsigned char *b, unsigned char *r)
     report(errs, "MPI_Probe, MPI_Mprobe/MPI_Mrecv; a short receive gets MPI_ERR_TRUNCATE");
 }
 
+/* Messages below CH3's eager limit and above the rule for answered ones
+ * (96 KiB; shm at the default ZCOPY_THRESHOLD): one sent after a frame came
+ * back from its receiver (a ping-pong) takes the rendezvous; of 4 sent back
+ * to back only the first does, the others go eagerly through the ring
+ * (mid 0: none takes it). */
+static void case_answered(unsigned char *b, unsigned char *r)
+{
+    enum { N = 4, MID = 98304 };
+    MPI_Request q[N];
+    MPI_Status sts[N];
+    unsigned long long before = tap_pvar(rank == 0 ? 0 : 1);
+    long errs = 0;
+    int i, k, n;
+
+    for (k = 0; k <= N && rank < 2; k++) {      /* k < N: a ping-pong; k = N: N in a row */
+        n = k < N ? 1 : N;
+        if (rank == 1) {
+            for (i = 0; i < n; i++)
+                MPI_Irecv(r + (size_t) i * LEN, MID, MPI_BYTE, 0, 13 + i, MPI_COMM_WORLD, &q[i]);
+            MPI_Send(NULL, 0, MPI_BYTE, 0, 12, MPI_COMM_WORLD);     /* the answer */
+        } else {
+            MPI_Recv(NULL, 0, MPI_BYTE, 1, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            for (i = 0; i < n; i++) {
+                fill(b + (size_t) i * LEN, MID, 60 + k + i);
+                MPI_Isend(b + (size_t) i * LEN, MID, MPI_BYTE, 1, 13 + i, MPI_COMM_WORLD, &q[i]);
+            }
+        }
+        MPI_Waitall(n, q, sts);
+        for (i = 0; rank == 1 && i < n; i++)
+            errs += bad_bytes(r + (size_t) i * LEN, MID, 60 + k + i) != 0;
+    }
+    errs += path_check(before, mid ? N + 1 : 0, 0, "answered");
+    report(errs, "96 KiB, 4 answered by the receiver and 4 in a row: each on its path");
+}
+
 int main(int argc, char **argv)
 {
     unsigned char *b, *r;
@@ -212,11 +249,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc > 1)
         expect = atoi(argv[1]);
+    if (argc > 2)
+        mid = atoi(argv[2]);
     tap_pvars_open(pvar_names, 2);
     b = malloc(6 * (size_t) LEN);
     r = malloc(6 * (size_t) LEN);
     if (rank == 0)
-        printf("1..7\n");
+        printf("1..8\n");
     MPI_Barrier(MPI_COMM_WORLD);        /* connected: the first message may go */
     case_one(b, r, 0, 0, "1 MiB, receive posted");
     case_one(b, r, 1, 0, "1 MiB, message before its receive");
@@ -225,6 +264,7 @@ int main(int argc, char **argv)
     case_many(b, r);
     case_probe(b, r);
     case_crowd(b, r);
+    case_answered(b, r);
     free(b);
     free(r);
     tap_pvars_close();

@@ -75,7 +75,7 @@ static rdma_chan_config_t t_config(rdma_transport_choice_t t)
         /* slots differ per transport, as with RING_CHUNK auto */
         cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = k ? 256 : 64,
             .max_frame = 4096, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-        cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0, 0 };
+        cfg.link[k].zc = (zc_config_t) { 16384, ZC_MODE_ZCOPY, 0, 0, 0 };
     }
     return cfg;
 }
@@ -350,7 +350,7 @@ static void test_rndv(void)
     rdma_link_t *l;
     uint64_t key = 0;
     void *h = NULL;
-    int done = -1, cookie, busy, i, copyok;
+    int done = -1, cookie, busy, i, copyok, ans[3];
     char m[4];
     rdma_status_t st;
 
@@ -365,6 +365,16 @@ static void test_rndv(void)
     ok(rdma_chan_rndv_ok(l, 16384) && !rdma_chan_rndv_ok(l, 16383)
        && !rdma_chan_rndv_ok(&R[1].link[1], 1 << 20),
        "a ready link takes the rendezvous from zc's threshold, a link not connected does not");
+    l->zc.cfg.answered_min = 8192;
+    ans[0] = rdma_chan_rndv_ok(l, 8192) && !rdma_chan_rndv_ok(l, 8191);
+    ans[1] = !send_recv(1, 0, "abc", m, 4) && !rdma_chan_rndv_ok(l, 8192)
+        && rdma_chan_rndv_ok(l, 16384);
+    ans[2] = !send_recv(0, 1, "abc", m, 4) && rdma_chan_rndv_ok(l, 8192);
+    l->zc.cfg.answered_min = 0;
+    ok(ans[0] && ans[1] && ans[2] && !rdma_chan_rndv_ok(l, 8192),
+       "from answered_min where the peer answered our last frame (%d), not after a frame of "
+       "ours went unanswered (%d), again once answered (%d); never with answered_min 0",
+       ans[0], ans[1], ans[2]);
     l->zc.cfg.mode = ZC_MODE_COPY;
     copyok = rdma_chan_rndv_ok(l, 1 << 20);
     l->zc.cfg.mode = ZC_MODE_ZCOPY;

@@ -84,7 +84,7 @@ static int world_open(const int *cap)
     for (k = 0; k < RDMA_XP_N; k++) {
         cfg.link[k].ring = (rb_config_t) { .ring_size = RING, .chunk_size = 64,
             .max_frame = 2048, .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-        cfg.link[k].zc = (zc_config_t) { 8192, ZC_MODE_ZCOPY, 0, 0 };
+        cfg.link[k].zc = (zc_config_t) { 8192, ZC_MODE_ZCOPY, 0, 0, 0 };
     }
     for (r = 0; r < NR; r++) {
         for (k = 0; k < NR; k++)

@@ -56,7 +56,7 @@ static int node_open(int rank)
     memset(nd, 0, sizeof(*nd));
     nd->cfg.ring = (rb_config_t) { .ring_size = RING, .chunk_size = 256, .max_frame = 4096,
         .credit_threshold = RING / 4, .mode = RB_MODE_PIGGYBACK };
-    nd->cfg.zc = (zc_config_t) { 16384, t_mode, 0, 0 };
+    nd->cfg.zc = (zc_config_t) { 16384, t_mode, 0, 0, 0 };
     nd->link[0].xc.peer = 0;
     nd->link[1].xc.peer = 1;
     nd->link[0].xc.ops = nd->link[1].xc.ops = &fake_xport;

@@ -148,7 +148,7 @@ static size_t eager_min;       /* zc_config_t.eager_min for setup() */
 static int setup(size_t ring, size_t threshold, zc_mode_t mode)
 {
     rb_config_t rc = t_cfg(ring, 256, ring / 4, ring / 4, RB_MODE_PIGGYBACK);
-    zc_config_t zc = { threshold, mode, split_min, eager_min };
+    zc_config_t zc = { threshold, mode, 0, split_min, eager_min };
 
     if (pair_init(&rc))
         return -1;

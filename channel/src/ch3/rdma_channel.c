@@ -63,6 +63,7 @@ int MPIDI_CH3I_RDMA_init_process_group(MPIDI_PG_t * pg, int pg_rank)
     MPIR_ERR_CHECK(mpi_errno);
     rdma_chan_init(&MPIDI_CH3I_chan, &cfg, ops, pg_rank, pg->size, (const char *) pg->id,
                    &MPIDI_CH3I_RDMA_owner);
+    MPIDI_CH3I_Rndv_config(&cfg);
     MPIR_CHKLMEM_MALLOC(node, int *, pg->size * sizeof(int), mpi_errno, "node ids", MPL_MEM_OTHER);
     for (i = 0; i < pg->size; i++) {
         node[i] = pg->vct[i].node_id;

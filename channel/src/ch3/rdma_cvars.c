@@ -309,7 +309,10 @@ cvars:
         Bytes from which a contiguous message part takes the zero-copy
         rendezvous (unless LARGE_PROTOCOL=copy).  -1 (auto): 32768 over
         verbs, 196608 on shared memory (below it the ring's copy moved a
-        stream of messages faster than a CMA rendezvous); else
+        stream of messages faster than a CMA rendezvous), there 65536 for
+        a message to a peer that answered the sender's last one (a
+        ping-pong, where one rendezvous took less time; below CH3's eager
+        limit too); else
         1024..1073741824.  (One-sided operations on the node go direct
         from MPIR_CVAR_CH3_RDMA_RMA_CMA_MIN instead; sent as messages, an
         accumulate's data and a put's of at most 384 KiB keep to the ring
@@ -318,7 +321,7 @@ cvars:
     - name        : MPIR_CVAR_CH3_RDMA_CMA_SPLIT
       category    : CH3_RDMA
       type        : int
-      default     : 131072
+      default     : 65536
       class       : none
       verbosity   : MPI_T_VERBOSITY_USER_BASIC
       scope       : MPI_T_SCOPE_ALL_EQ
@@ -680,6 +683,14 @@ static rdma_status_t rdma_other_cvars_get(rdma_chan_config_t * cfg, char *msg, s
  * docs/results/shm.md). */
 #define RDMA_ZCOPY_MIN_VERBS 32768
 #define RDMA_ZCOPY_MIN_SHM 196608
+/* ...but a message to a peer that answered our last frame (a ping-pong:
+ * its time is its latency) takes the channel's rendezvous from 64 KiB,
+ * below CH3's eager limit too (MPIDI_CH3I_eager_limit): with its copy
+ * split (CMA_SPLIT) a ping-pong took 0.41 / 0.50 of the ring's time at 64
+ * / 128 KiB.  Not lower: 33-64 KiB unsplit took 0.71-0.79, and behind
+ * CH3's RTS/CTS a stream of them moved 0.87-0.96 of the bytes (host H,
+ * 2026-12-07, docs/results/shm.md). */
+#define RDMA_ZCOPY_ANSWERED_SHM 65536
 
 static rdma_status_t rdma_zc_config_get(zc_config_t * zc, char *msg, size_t len)
 {
@@ -741,8 +752,10 @@ rdma_status_t MPIDI_CH3I_RDMA_config_get(rdma_chan_config_t * cfg, char *msg, si
         goto fn_fail;
     cfg->link[RDMA_XP_VERBS].zc = cfg->link[RDMA_XP_SHM].zc;
     cfg->link[RDMA_XP_VERBS].zc.eager_min = cfg->verbs.eager_reg_uses ? FREQ_MIN_LEN : 0;
-    if (MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD < 0)
+    if (MPIR_CVAR_CH3_RDMA_ZCOPY_THRESHOLD < 0) {
         cfg->link[RDMA_XP_SHM].zc.threshold = RDMA_ZCOPY_MIN_SHM;
+        cfg->link[RDMA_XP_SHM].zc.answered_min = RDMA_ZCOPY_ANSWERED_SHM;
+    }
     st = rdma_ring_check(cfg, msg, len);
     if (st != RDMA_OK)
         goto fn_fail;

@@ -194,9 +194,11 @@ int MPIDI_CH3I_Owed_rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint 
 
 /* The rendezvous of large messages (rdma_rndv.c): vc's rndvSend_fn and
  * rndvRecv_fn (vc), or the packet handlers and the progress hook (vc
- * NULL); a receive's read finished (rma_done); a send's exposure released
- * (CH3's CTS); the hook gone (MPI_Finalize). */
+ * NULL); the size from which CH3's eager limit asks it (config, at init);
+ * a receive's read finished (rma_done); a send's exposure released (CH3's
+ * CTS); the hook gone (MPI_Finalize). */
 void MPIDI_CH3I_Rndv_init(MPIDI_VC_t * vc, MPIDI_CH3_PktHandler_Fcn ** pkt);
+void MPIDI_CH3I_Rndv_config(const rdma_chan_config_t * cfg);
 void MPIDI_CH3I_Rndv_read_done(rdma_link_t * l, MPIR_Request * rreq, rdma_status_t st);
 void MPIDI_CH3I_Rndv_release(MPIDI_VC_t * vc, MPIR_Request * sreq);
 void MPIDI_CH3I_Rndv_finalize(void);

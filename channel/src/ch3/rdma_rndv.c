@@ -100,6 +100,33 @@ static int rndv_ctl(MPIDI_VC_t * vc, int type, MPI_Request sreq_id, MPI_Request 
     return mpi_errno;
 }
 
+/* The smallest answered_min of the transports' (zc_config_t), SIZE_MAX
+ * for none: set once at init (MPIDI_CH3I_Rndv_config), then read-only. */
+size_t MPIDI_CH3I_eager_from = SIZE_MAX;
+
+void MPIDI_CH3I_Rndv_config(const rdma_chan_config_t * cfg)
+{
+    int k;
+
+    for (k = 0; k < RDMA_XP_N; k++)
+        if (cfg->link[k].zc.answered_min && cfg->link[k].zc.answered_min < MPIDI_CH3I_eager_from)
+            MPIDI_CH3I_eager_from = cfg->link[k].zc.answered_min;
+}
+
+/* MPIDI_CH3_EAGER_LIMIT from eager_from bytes: vc's limit, or one below
+ * answered_min where the channel's rendezvous would take a message of that
+ * size now (the peer answered our last frame, rdma_chan_rndv_ok): CH3 then
+ * hands it to rndv_send instead of sending it eagerly through the ring.
+ * CH3 counts its header in the limit. */
+int MPIDI_CH3I_eager_limit(const MPIDI_VC_t * vc)
+{
+    const rdma_link_t *l = MPIDI_CH3I_link(vc);
+    size_t a = l->zc.cfg.answered_min;
+    int lim = (int) a - 1 + (int) sizeof(MPIDI_CH3_Pkt_eager_send_t);
+
+    return a && lim < vc->eager_max_msg_sz && rdma_chan_rndv_ok(l, a) ? lim : vc->eager_max_msg_sz;
+}
+
 /* vc->rndvSend_fn: RDMA_RTS where the link qualifies, else CH3's RTS. */
 static int rndv_send(MPIR_Request ** sreq_p, const void *buf, MPI_Aint count,
                      MPI_Datatype datatype, int dt_contig, intptr_t data_sz, MPI_Aint dt_true_lb,

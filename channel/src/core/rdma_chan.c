@@ -809,11 +809,18 @@ rdma_status_t rdma_chan_atomic(rdma_chan_t * ch, rdma_link_t * l, const rdma_xpo
 
 /* --- the rendezvous of large messages (rdma_rndv.c) -------------------- */
 
+/* From answered_min on a link whose peer answered our last frame (a
+ * ping-pong, where the message's time is its latency), else from zc's
+ * threshold: a stream of messages moves faster through the ring below it
+ * (rdma_cvars.c, RDMA_ZCOPY_ANSWERED_SHM). */
 int rdma_chan_rndv_ok(const rdma_link_t * l, size_t len)
 {
+    const zc_config_t *c = &l->zc.cfg;
+
     return l->xc.state == RDMA_CONN_READY && l->xc.ops->rma && l->zc.ops
-        && l->zc.cfg.mode != ZC_MODE_COPY && !l->zc.refused && !l->zc.backoff
-        && len >= l->zc.cfg.threshold;
+        && c->mode != ZC_MODE_COPY && !l->zc.refused && !l->zc.backoff
+        && (len >= c->threshold || (c->answered_min && len >= c->answered_min
+                                    && rb_pipe_answered(&l->pipe)));
 }
 
 rdma_status_t rdma_chan_rndv_expose(rdma_link_t * l, const void *addr, size_t len,

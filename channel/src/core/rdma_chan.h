@@ -448,7 +448,8 @@ int rdma_chan_amo_link(const rdma_chan_t * ch, const rdma_link_t * l);
  * exposes its buffer in the RTS, the receiver copies from it.
  * rndv_ok: may a message of len bytes to l's peer go this way?  Where l's
  * large parts go zero-copy (zc.h: not the copy path, not refused, not
- * backing off), from its threshold, on a transport with rma ops.
+ * backing off), from its threshold (from answered_min where the peer
+ * answered our last frame), on a transport with rma ops.
  * rndv_expose: make [addr, addr+len) readable by l's peer (zc's expose:
  * the send cache over verbs, nothing on shm), *key for it, *handle for
  * rndv_unexpose (NULL: nothing to release).  rndv_split: where the
