@@ -6,11 +6,12 @@
  *
  *   mpi_rndv [expect [mid]]
  *       expect 1 (default): messages from the zero-copy threshold take the
- *       rendezvous, and from 64 KiB those sent after their receiver
- *       answered, CH3's eager ones too (mid 1, default, as on shm; 0: no
- *       such rule, as over verbs: 96 KiB messages go eagerly); 0: none does (LARGE_PROTOCOL=copy, ...); 2: CMA is
+ *       rendezvous; 0: none does (LARGE_PROTOCOL=copy, ...); 2: CMA is
  *       refused (no_cma): the first one tries, its receiver falls back to
  *       CH3's rendezvous, and no later message tries
+ *       mid 1 (default, as on shm): from 64 KiB, messages sent after their
+ *       receiver answered take it too, CH3's eager ones included; 0: no
+ *       such rule (as over verbs: 96 KiB messages go eagerly)
  */
 #include <mpi.h>
 #include <stdio.h>
