@@ -6,7 +6,11 @@
  * copy, FIN): three control hops before the copy starts.  Here the RTS
  * carries the send buffer's address, and the receiver copies from it as
  * soon as the receive is matched (at the RTS, or later in MPID_Recv through
- * vc->rndvRecv_fn), as ch3:nemesis' LMT does:
+ * vc->rndvRecv_fn), as ch3:nemesis' LMT does.  CH3's eager limit is
+ * ours per send (MPIDI_CH3I_eager_limit, ch3-eager-limit.patch): where the
+ * peer answered our last frame it drops below answered_min, so a
+ * ping-pong's messages from there come here too, not only those above
+ * CH3's own limit.
  *
  *   sender                               receiver
  *   RDMA_RTS {CH3's RTS, addr, key}  ->  matched; split: RDMA_PUSH {off,
