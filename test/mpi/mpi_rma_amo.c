@@ -2,7 +2,7 @@
  * mpi_rma_amo: accumulates the NIC does (rdma_rma.c, "Atomics"), one TAP
  * line per check.
  *
- *   mpiexec -n N mpi_rma_amo [MODE]      (MODE 0, 1, 2 or 3)
+ *   mpiexec -n N mpi_rma_amo [MODE]      (MODE 0 .. 4)
  *
  * Windows created with the info keys which_accumulate_ops=sum,no_op,cswap
  * and disable_shm_accumulate=true.  MODE 1: every check's atomics must be
@@ -14,7 +14,8 @@
  * windows on one node, none counted (CH3's loads and stores); 0 (default):
  * every window but check 8's is made by MPI_Win_create and none may be
  * counted (shared memory, or ranks sharing a node): the same results
- * through CH3's messages.
+ * through CH3's messages.  4: check 9 only (2 nodes x 2 ranks, ranks
+ * alternating between them, MPIR_CVAR_CH3_RDMA_MAX_CONNS=1).
  * 1. A counter at rank 0: every rank (rank 0 too, through its own path)
  *    fetch-and-adds 1, K times, lock_all + flush: the values fetched are
  *    0 .. N*K-1, each once, and the counter ends at N*K.
@@ -37,6 +38,11 @@
  *    memory attached together: the counter of check 1 at rank 0 and
  *    accumulates of LONG_N int64 into the next rank's region, read back
  *    by their owners; the pvar counts them (MODE 1) or not (0, 2, 3).
+ * 9. Fence epochs, each rank's accumulates to a peer on the other node,
+ *    the other one each epoch: with one connection a rank may hold, each
+ *    epoch's first accumulate finds its peer not connected, and the
+ *    epoch must still end (the closing fence once issued nothing more
+ *    when the first had to wait for the connection: a hang).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +51,7 @@
 enum { K = 100, LONG_N = 40 };
 static const char *const pvar_names[] = { "rdma_rma_direct_atomics" };
 
-static int mode, nic;    /* nic: atomics through the NIC expected (modes 1, 2) */
+static int mode, nic;    /* nic: atomics through the NIC expected (modes 1, 2, 4) */
 
 static MPI_Info amo_info(void)
 {
@@ -329,6 +335,30 @@ static long dynamic(void)
     return errs;
 }
 
+/* Check 9: EPOCHS fence epochs; in epoch e, rank r adds 1 to the 3 words
+ * of rank (r + 1 + 2 (e % 2)) % size, a rank on the other node. */
+static long reconnect(void)
+{
+    enum { EPOCHS = 40 };
+    int64_t *base, one[3] = { 1, 1, 1 };
+    MPI_Win win = amo_win(3, 1, &base);
+    long errs = 0;
+
+    for (int e = 0; e < EPOCHS; e++) {
+        MPI_Win_fence(0, win);
+        MPI_Accumulate(one, 3, MPI_INT64_T, (rank + 1 + 2 * (e % 2)) % size, 0, 3, MPI_INT64_T,
+                       MPI_SUM, win);
+        MPI_Win_fence(0, win);
+    }
+    for (int i = 0; i < 3; i++)
+        errs += base[i] != EPOCHS;
+    if (errs)
+        fprintf(stderr, "rank %d: words %lld %lld %lld, expected %d\n", rank,
+                (long long) base[0], (long long) base[1], (long long) base[2], EPOCHS);
+    amo_free(&win, 1, base);
+    return errs;
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long before;
@@ -339,8 +369,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     tap_pvars_open(pvar_names, 1);
     mode = argc > 1 ? atoi(argv[1]) : 0;
-    nic = mode == 1 || mode == 2;
+    nic = mode == 1 || mode == 2 || mode == 4;
     before = tap_pvar(0);
+    if (mode == 4) {
+        report(size % 2 ? 1 : reconnect(), "fence epochs of NIC accumulates, each to a peer "
+               "not connected (one connection at most): every epoch ends, every sum right");
+        goto done;
+    }
     report(counter(0), mode >= 2 ? "MPI_Win_allocate, lock_all + flush: fetch-and-add from "
            "every rank (node peers and the owner too) fetches each value once, the counter "
            "ends at N*K" : "MPI_Win_create, lock_all + flush: fetch-and-add from every rank "
@@ -369,6 +404,7 @@ int main(int argc, char **argv)
     report(dynamic(), mode == 1 ? "dynamic window with coll_attach: counter and sums right, every "
            "rank's atomics through the NIC" : "dynamic window with coll_attach: counter and "
            "sums right, none through the NIC");
+  done:
     if (rank == 0)
         printf("1..%d\n", ntests);
     tap_pvars_close();

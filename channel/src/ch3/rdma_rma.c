@@ -75,7 +75,9 @@
  * from CH3's local path (MPIDI_CH3_RMA_Local_atomic), through a loopback
  * QP, finished on return.  Such an operation never falls back to a message:
  * a peer not connected yet leaves it queued until the connection is
- * (*direct < 0).  Counted: rdma_rma_direct_atomics.
+ * (*direct < 0; the patched loop then activates the window, so that CH3's
+ * progress hook issues it later: a fence's closing pass would not come
+ * back).  Counted: rdma_rma_direct_atomics.
  *
  * Completion rules (MPI-3 sec. 11.5).  The request completes when the
  * transport reports the operation done: for a put, once its bytes are in
