@@ -24,15 +24,17 @@ void MPIDI_CH3I_early_buf_free(void *p, size_t len);
 #define MPIDI_CH3_EARLY_BUF_ALLOC(sz_) MPIDI_CH3I_early_buf_alloc((size_t) (sz_))
 #define MPIDI_CH3_EARLY_BUF_FREE(p_, sz_) MPIDI_CH3I_early_buf_free((p_), (size_t) (sz_))
 
-/* CH3's eager limit for a send of sz_ bytes on vc (channel/patches/
- * ch3-eager-limit.patch, src/ch3/rdma_rndv.c): from eager_from bytes
- * lower where the channel's rendezvous takes the message now; below, vc's
- * (one compare on the small-message path). */
+/* CH3's eager limit for a send of sz_ bytes on vc, contiguous or not
+ * (channel/patches/ch3-eager-limit.patch, src/ch3/rdma_rndv.c): from
+ * eager_from bytes lower where the channel's rendezvous takes the message
+ * now; below, or for a non-contiguous buffer (which the rendezvous leaves
+ * to CH3's RTS/CTS), vc's (one compare on the small-message path). */
 struct MPIDI_VC;
 extern size_t MPIDI_CH3I_eager_from;
 int MPIDI_CH3I_eager_limit(const struct MPIDI_VC *vc);
-#define MPIDI_CH3_EAGER_LIMIT(vc_, sz_) ((size_t) (sz_) < MPIDI_CH3I_eager_from ? \
-                                         (vc_)->eager_max_msg_sz : MPIDI_CH3I_eager_limit(vc_))
+#define MPIDI_CH3_EAGER_LIMIT(vc_, sz_, contig_) \
+    ((size_t) (sz_) < MPIDI_CH3I_eager_from || !(contig_) ? \
+     (vc_)->eager_max_msg_sz : MPIDI_CH3I_eager_limit(vc_))
 
 /* MPI_Alloc_mem and MPI_Free_mem (src/ch3/rdma_win.c): large blocks in
  * transparent huge pages. */

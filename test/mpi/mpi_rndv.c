@@ -241,6 +241,46 @@ static void case_answered(unsigned char *b, unsigned char *r)
     report(errs, "96 KiB, 4 answered by the receiver and 4 in a row: each on its path");
 }
 
+/* A non-contiguous 96 KiB send (a vector type) to a peer that answered:
+ * the rendezvous cannot take it, so it goes eagerly, as below the rule
+ * (it went to CH3's RTS/CTS instead): MPI_Send returns while its
+ * receiver still sleeps. */
+static void case_vector_send(unsigned char *b, unsigned char *r)
+{
+    enum { MID = 98304, SLEEP_US = 1000000 };
+    MPI_Datatype vec;
+    unsigned long long before = tap_pvar(rank == 0 ? 0 : 1);
+    double took = 0;
+    long errs = 0;
+    size_t i;
+
+    MPI_Type_vector(MID / 1024, 1024, 2048, MPI_BYTE, &vec);
+    MPI_Type_commit(&vec);
+    if (rank == 1) {
+        MPI_Send(NULL, 0, MPI_BYTE, 0, 12, MPI_COMM_WORLD);     /* the answer */
+        usleep(SLEEP_US);
+        MPI_Recv(r, MID, MPI_BYTE, 0, 14, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        fill(b, 2 * (size_t) MID, 80);
+        for (i = 0; i < MID / 1024; i++)
+            errs += memcmp(r + 1024 * i, b + 2048 * i, 1024) != 0;
+    } else if (rank == 0) {
+        fill(b, 2 * (size_t) MID, 80);
+        MPI_Recv(NULL, 0, MPI_BYTE, 1, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        took = MPI_Wtime();
+        MPI_Send(b, 1, vec, 1, 14, MPI_COMM_WORLD);
+        took = MPI_Wtime() - took;
+        if (took > SLEEP_US / 2e6) {
+            fprintf(stderr, "rank 0: the vector send took %.3f s: it waited for its receive\n",
+                    took);
+            errs++;
+        }
+    }
+    MPI_Type_free(&vec);
+    errs += path_check(before, 0, 0, "vector send");
+    report(errs, "96 KiB from a vector type to a peer that answered: sent eagerly (its "
+           "MPI_Send returns before the receive), data right");
+}
+
 int main(int argc, char **argv)
 {
     unsigned char *b, *r;
@@ -256,7 +296,7 @@ int main(int argc, char **argv)
     b = malloc(6 * (size_t) LEN);
     r = malloc(6 * (size_t) LEN);
     if (rank == 0)
-        printf("1..8\n");
+        printf("1..9\n");
     MPI_Barrier(MPI_COMM_WORLD);        /* connected: the first message may go */
     case_one(b, r, 0, 0, "1 MiB, receive posted");
     case_one(b, r, 1, 0, "1 MiB, message before its receive");
@@ -266,6 +306,7 @@ int main(int argc, char **argv)
     case_probe(b, r);
     case_crowd(b, r);
     case_answered(b, r);
+    case_vector_send(b, r);
     free(b);
     free(r);
     tap_pvars_close();

@@ -129,13 +129,13 @@ expect_output 1 'MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=fast: allowed auto, copy or z
     env $L=fast "$P/bin/mpiexec" -n 2 "$W/cpi"
 # The channel's rendezvous (rdma_rndv.c): posted, unexpected, any-source,
 # derived types, many in flight, probes; the path checked by pvars
-expect_output 0 '^ok 8 ' "rendezvous on shm: 8 cases (1 MiB; 24 of 256 KiB in flight; 96 KiB answered and in a row), each on the path it should take (mpi_rndv)" -- \
+expect_output 0 '^ok 9 ' "rendezvous on shm: 9 cases (1 MiB; 24 of 256 KiB in flight; 96 KiB answered and in a row; a 96 KiB vector eagerly), each on the path it should take (mpi_rndv)" -- \
     env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv"
-expect_output 0 '^ok 8 ' "the same with 3 ranks (oversubscribed)" -- \
+expect_output 0 '^ok 9 ' "the same with 3 ranks (oversubscribed)" -- \
     env $L=zcopy "$P/bin/mpiexec" -n 3 "$W/mpi_rndv"
-expect_output 0 '^ok 8 ' "CMA refused: the first message falls back to CH3's rendezvous, none after tries" -- \
+expect_output 0 '^ok 9 ' "CMA refused: the first message falls back to CH3's rendezvous, none after tries" -- \
     env $L=zcopy "$P/bin/mpiexec" -n 2 "$W/no_cma" "$W/mpi_rndv" 2
-expect_output 0 '^ok 8 ' "LARGE_PROTOCOL=copy: no message takes the rendezvous" -- \
+expect_output 0 '^ok 9 ' "LARGE_PROTOCOL=copy: no message takes the rendezvous" -- \
     env $L=copy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv" 0
 # MPI_T: the channel's pvars, read by a plain MPI_T client (mpi_pvars.c)
 out=$(env $L=zcopy timeout 300 "$P/bin/mpiexec" -n 2 "$W/mpi_pvars" 1000 4194304 4 2>&1)

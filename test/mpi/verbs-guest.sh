@@ -200,9 +200,9 @@ expect_output 0 '^1\.\.8$' "2 ranks on one node, MPI_Win_allocate: CH3's loads a
 expect_output 0 '^1\.\.8$' "2 nodes x 2 ranks, MPI_Win_create and dynamic windows: node peers over shared memory, so CH3's messages do them, none through the NIC" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 4 "$W/mpi_rma_amo" 0
 # The channel's rendezvous (rdma_rndv.c): RDMA read into the receive buffer
-expect_output 0 '^ok 8 ' "verbs forced, rendezvous: 8 cases (1 MiB; 24 of 256 KiB in flight; 96 KiB eagerly) read with RDMA, each on the path it should take" -- \
+expect_output 0 '^ok 9 ' "verbs forced, rendezvous: 9 cases (1 MiB; 24 of 256 KiB in flight; 96 KiB eagerly, a vector too) read with RDMA, each on the path it should take" -- \
     env $V MPIR_CVAR_CH3_RDMA_LARGE_PROTOCOL=zcopy "$P/bin/mpiexec" -n 2 "$W/mpi_rndv" 1 0
-expect_output 0 '^ok 8 ' "2 nodes: the same across" -- \
+expect_output 0 '^ok 9 ' "2 nodes: the same across" -- \
     "$P/bin/mpiexec" -hosts node0,node1 -n 2 "$W/mpi_rndv" 1 0
 expect_output 0 'verbs: rcache on, send: hits [1-9]' \
     "verbs forced, zero-copy RDMA read: 0..4 MiB, remapped buffers, data verified" -- \

@@ -117,7 +117,7 @@ void MPIDI_CH3I_Rndv_config(const rdma_chan_config_t * cfg)
             MPIDI_CH3I_eager_from = cfg->link[k].zc.answered_min;
 }
 
-/* MPIDI_CH3_EAGER_LIMIT from eager_from bytes: vc's limit, or one below
+/* MPIDI_CH3_EAGER_LIMIT of a contiguous send from eager_from bytes: vc's limit, or one below
  * answered_min where the channel's rendezvous would take a message of that
  * size now (the peer answered our last frame, rdma_chan_rndv_ok): CH3 then
  * hands it to rndv_send instead of sending it eagerly through the ring.
