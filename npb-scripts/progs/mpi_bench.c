@@ -3,7 +3,8 @@
  *   mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]
  *       [--reps R] [--window W]
  *       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]
- *       [--spectrum N] [--first-touch] [--alloc-mem] [--iters N] [--warmup N]
+ *       [--spectrum N] [--first-touch] [--alloc-mem] [--vector] [--iters N]
+ *       [--warmup N]
  *
  * Tests (rank 0 <-> rank 1):
  *   latency  ping-pong; time per message is half a round trip
@@ -27,7 +28,10 @@
  * With --first-touch every iteration uses freshly malloc'ed buffers,
  * touched once before the (per-iteration, barrier-aligned) timed part;
  * otherwise the same buffers serve every iteration.  With --alloc-mem
- * the message buffers come from MPI_Alloc_mem instead of malloc.
+ * the message buffers come from MPI_Alloc_mem instead of malloc.  With
+ * --vector (latency only) a message of SIZE bytes is non-contiguous: 1 KiB
+ * blocks 2 KiB apart (MPI_Type_vector, the last block shorter), in
+ * buffers of twice the size.
  *
  * Output: comment lines starting with '#', then one line per test and size
  * under the header "# test size_bytes median_us median_MBps", where
@@ -59,9 +63,11 @@ static struct {
     int iters, warmup; /* > 0 (>= 0): fixed counts per measurement */
     unsigned tests;    /* bit i: tests[i] selected */
     int alloc_mem;     /* buffers from MPI_Alloc_mem */
-} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU, 0};
+    int vector;        /* messages of 1 KiB blocks 2 KiB apart */
+} opt = {1, 64UL << 20, 0, 5, 64, 0, 100, 0, -1, 0xfU, 0, 0};
 
 static int rank;
+static MPI_Datatype vec = MPI_DATATYPE_NULL;    /* --vector: the size measured */
 static MPI_Request *reqs;
 static MPI_Status *stats;   /* not MPI_STATUSES_IGNORE: gcc 12 warns on it */
 
@@ -92,14 +98,36 @@ static void ack(int from)
 
 static void k_latency(char *s, char *r, size_t n, int w)
 {
+    int c = opt.vector ? 1 : (int)n;
+    MPI_Datatype t = opt.vector ? vec : MPI_BYTE;
+
     (void)w;
     if (rank == 0) {
-        MPI_Send(s, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
-        MPI_Recv(r, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(s, c, t, 1, 1, MPI_COMM_WORLD);
+        MPI_Recv(r, c, t, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-        MPI_Recv(r, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(s, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        MPI_Recv(r, c, t, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(s, c, t, 0, 1, MPI_COMM_WORLD);
     }
+}
+
+/* --vector: vec for n bytes, 1 KiB blocks at every 2 KiB (a vector type,
+ * and the last, shorter block in a struct with it). */
+static void vector_make(size_t n)
+{
+    int k = (int)(n / 1024), rem = (int)(n % 1024), len[2] = {1, rem};
+    MPI_Aint at[2] = {0, 2048 * (MPI_Aint)k};
+    MPI_Datatype full, parts[2];
+
+    MPI_Type_vector(k, 1024, 2048, MPI_BYTE, &full);
+    if (rem) {
+        parts[0] = full, parts[1] = MPI_BYTE;
+        MPI_Type_create_struct(2, len, at, parts, &vec);
+        MPI_Type_free(&full);
+    } else {
+        vec = full;
+    }
+    MPI_Type_commit(&vec);
 }
 
 static void k_bw(char *s, char *r, size_t n, int w)
@@ -249,7 +277,8 @@ static void usage(int status)
         fputs("usage: mpiexec -n 2 mpi_bench [--min SIZE] [--max SIZE] [--steps pow2|5pct]\n"
               "       [--reps R] [--window W]\n"
               "       [--tests latency,bw,bibw,msgrate,spectrum,memcpy,copylimit]\n"
-              "       [--spectrum N] [--first-touch] [--alloc-mem] [--iters N] [--warmup N]\n",
+              "       [--spectrum N] [--first-touch] [--alloc-mem] [--vector] [--iters N]\n"
+              "       [--warmup N]\n",
               status ? stderr : stdout);
     MPI_Finalize();
     exit(status);
@@ -265,6 +294,8 @@ static void parse_args(int argc, char **argv)
             opt.first_touch = 1;
         else if (!strcmp(a, "--alloc-mem"))
             opt.alloc_mem = 1;
+        else if (!strcmp(a, "--vector"))
+            opt.vector = 1;
         else if (!v)
             usage(1);
         else if (!strcmp(a, "--min"))
@@ -290,6 +321,8 @@ static void parse_args(int argc, char **argv)
     }
     if (opt.min > opt.max)
         die_all("--min is larger than --max");
+    if (opt.vector && opt.tests != 1U << T_LATENCY)
+        die_all("--vector: only with --tests latency");
 }
 
 static size_t next_size(size_t n)
@@ -329,7 +362,7 @@ static int cmp_double(const void *a, const void *b)
 static double one_rep(const struct test *t, size_t n, int w, int warm, int iters,
                       char *s, char *r)
 {
-    size_t rbytes = t->windowed ? n * w : n;
+    size_t span = opt.vector ? 2 * n : n, rbytes = t->windowed ? n * w : span;
     double total = 0, t0;
 
     if (!opt.first_touch) {
@@ -346,7 +379,7 @@ static double one_rep(const struct test *t, size_t n, int w, int warm, int iters
     if (!fresh)
         die("out of memory");
     for (int i = 0; i < warm + iters; i++) {
-        fresh[2 * i] = touched(n, 'a' + i % 26);
+        fresh[2 * i] = touched(span, 'a' + i % 26);
         fresh[2 * i + 1] = touched(rbytes, 0);
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = MPI_Wtime();
@@ -379,14 +412,20 @@ static double measure(const struct test *t, size_t n, double *times)
     int warm = opt.warmup >= 0 ? opt.warmup : iters / 10 > 0 ? (int)iters / 10 : 1;
     char *s = NULL, *r = NULL;
 
+    size_t span = opt.vector ? 2 * n : n;
+
+    if (opt.vector)
+        vector_make(n);
     if (!opt.first_touch) {
-        s = touched(n, 'a');
-        r = touched(t->windowed ? n * w : n, 0);
+        s = touched(span, 'a');
+        r = touched(t->windowed ? n * w : span, 0);
     }
     for (int k = 0; k < opt.reps; k++)
         times[k] = one_rep(t, n, w, warm, (int)iters, s, r);
     release(s);
     release(r);
+    if (opt.vector)
+        MPI_Type_free(&vec);
     spectrum_free();
     if (rank != 0)
         return 0;
@@ -420,9 +459,10 @@ static void print_header(void)
         if (line == lib || strstr(line, "Device"))
             printf("# library: %s\n", line);
     printf("# mpi_bench: reps %d (median), window %d (at most %lu MiB per window), "
-           "steps %s, buffers %s%s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
+           "steps %s, buffers %s%s%s\n", opt.reps, opt.window, WINDOW_CAP >> 20,
            opt.pct5 ? "5pct" : "pow2", opt.first_touch ? "first-touch" : "reused",
-           opt.alloc_mem ? " from MPI_Alloc_mem" : "");
+           opt.alloc_mem ? " from MPI_Alloc_mem" : "",
+           opt.vector ? ", messages of 1 KiB blocks 2 KiB apart" : "");
     if (opt.tests & 1U << T_SPECTRUM)
         printf("# spectrum: up to %d buffers on separate pages, buffer i used i times\n",
                opt.spectrum);

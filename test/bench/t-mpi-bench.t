@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
-# reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit;
-# bad options fail.  mpi_rma_bench: a row per op, test, flavour (the
+# reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit,
+# non-contiguous messages; bad options fail.  mpi_rma_bench: a row per op, test, flavour (the
 # dynamic ones too), sync and size, with the atomics hints too; a bad
 # option fails.  ring_walk (no
 # MPI): one row per window, a bad window named.
 . "$(dirname "$0")/../lib.sh"
-plan 15
+plan 17
 P=$(mpich_prefix rdma) || exit 1
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 "$P/bin/mpicc" -O2 -o "$W/mpi_bench" "$TOP/npb-scripts/progs/mpi_bench.c" ||
@@ -25,6 +25,11 @@ expect_output 0 'msgrate +1102 ' "5% steps" -- "${run[@]}" --steps 5pct --min 10
 n=$(timeout 300 "${run[@]}" --tests spectrum --spectrum 10 --max 1K | grep -Ec '^spectrum ')
 [ "$n" = 11 ]; ok $? "buffer-reuse spectrum (10 buffers, buffer i used i times): 11 sizes (got $n rows)"
 expect_output 1 'a comma-separated list' "unknown test rejected" -- "${run[@]}" --tests latency,nope
+# --vector: non-contiguous messages (1 KiB blocks 2 KiB apart), latency only
+out=$(timeout 300 "${run[@]}" --vector --tests latency --steps 5pct --min 60000 --max 68000)
+grep -q '^# mpi_bench: .*, messages of 1 KiB blocks 2 KiB apart$' <<< "$out" && [ "$(grep -Ec '^latency +[0-9]+ ' <<< "$out")" = 3 ]
+ok $? "--vector: 3 latency rows of non-contiguous messages (header says so)"
+expect_output 2 'only with --tests latency' "--vector with another test rejected" -- "${run[@]}" --vector --tests latency,bw
 # copylimit: per size a latency row, a memcpy row and the ratio's comment
 out=$(timeout 300 "${run[@]}" --tests copylimit --min 256K --max 1M)
 n=$(grep -Ec "$row" <<< "$out") c=$(grep -Ec '^# copylimit [0-9]+: one-way [0-9]+ MB/s, memcpy [1-9][0-9]* MB/s, ratio [0-9.]+$' <<< "$out")
