@@ -243,8 +243,10 @@ static void case_answered(unsigned char *b, unsigned char *r)
 
 /* A non-contiguous 96 KiB send (a vector type) to a peer that answered:
  * the rendezvous cannot take it, so it goes eagerly, as below the rule
- * (it went to CH3's RTS/CTS instead): MPI_Send returns while its
- * receiver still sleeps. */
+ * (it went to CH3's RTS/CTS instead): with the rule (mid 1, shm, whose
+ * ring holds it) MPI_Send returns while its receiver still sleeps.  Over
+ * verbs (mid 0) the ring starts at 16 KiB, so an eager send of 96 KiB
+ * waits for its receiver to take frames: only data and path checked. */
 static void case_vector_send(unsigned char *b, unsigned char *r)
 {
     enum { MID = 98304, SLEEP_US = 1000000 };
@@ -269,7 +271,7 @@ static void case_vector_send(unsigned char *b, unsigned char *r)
         took = MPI_Wtime();
         MPI_Send(b, 1, vec, 1, 14, MPI_COMM_WORLD);
         took = MPI_Wtime() - took;
-        if (took > SLEEP_US / 2e6) {
+        if (mid && took > SLEEP_US / 2e6) {
             fprintf(stderr, "rank 0: the vector send took %.3f s: it waited for its receive\n",
                     took);
             errs++;
@@ -277,8 +279,9 @@ static void case_vector_send(unsigned char *b, unsigned char *r)
     }
     MPI_Type_free(&vec);
     errs += path_check(before, 0, 0, "vector send");
-    report(errs, "96 KiB from a vector type to a peer that answered: sent eagerly (its "
-           "MPI_Send returns before the receive), data right");
+    report(errs, mid ? "96 KiB from a vector type to a peer that answered: sent eagerly (its "
+           "MPI_Send returns before the receive), data right" : "96 KiB from a vector type: "
+           "data right, not by the rendezvous");
 }
 
 int main(int argc, char **argv)
