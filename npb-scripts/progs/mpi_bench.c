@@ -411,7 +411,6 @@ static double measure(const struct test *t, size_t n, double *times)
         iters = (size_t)opt.iters;
     int warm = opt.warmup >= 0 ? opt.warmup : iters / 10 > 0 ? (int)iters / 10 : 1;
     char *s = NULL, *r = NULL;
-
     size_t span = opt.vector ? 2 * n : n;
 
     if (opt.vector)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # mpi_bench on ch3:rdma, 2 ranks: every test prints parseable rows, with
 # reused, first-touch and MPI_Alloc_mem buffers, 5% steps, the copy limit,
-# non-contiguous messages; bad options fail.  mpi_rma_bench: a row per op, test, flavour (the
-# dynamic ones too), sync and size, with the atomics hints too; a bad
-# option fails.  ring_walk (no
-# MPI): one row per window, a bad window named.
+# non-contiguous messages; bad options fail.  mpi_rma_bench: a row per op,
+# test, flavour (the dynamic ones too), sync and size, with the atomics
+# hints too; a bad option fails.  ring_walk (no MPI): one row per window,
+# a bad window named.
 . "$(dirname "$0")/../lib.sh"
 plan 17
 P=$(mpich_prefix rdma) || exit 1

@@ -117,11 +117,11 @@ void MPIDI_CH3I_Rndv_config(const rdma_chan_config_t * cfg)
             MPIDI_CH3I_eager_from = cfg->link[k].zc.answered_min;
 }
 
-/* MPIDI_CH3_EAGER_LIMIT of a contiguous send from eager_from bytes: vc's limit, or one below
- * answered_min where the channel's rendezvous would take a message of that
- * size now (the peer answered our last frame, rdma_chan_rndv_ok): CH3 then
- * hands it to rndv_send instead of sending it eagerly through the ring.
- * CH3 counts its header in the limit. */
+/* MPIDI_CH3_EAGER_LIMIT of a contiguous send from eager_from bytes: vc's
+ * limit, or one below answered_min where the channel's rendezvous would
+ * take a message of that size now (the peer answered our last frame,
+ * rdma_chan_rndv_ok): CH3 then hands it to rndv_send instead of sending
+ * it eagerly through the ring.  CH3 counts its header in the limit. */
 int MPIDI_CH3I_eager_limit(const MPIDI_VC_t * vc)
 {
     const rdma_link_t *l = MPIDI_CH3I_link(vc);
